@@ -1,0 +1,161 @@
+"""Typed run configuration: YAML file + dotted `key=value` overrides, with errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A config problem, with the file and key at fault in the message."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class TaskConfig(Strict):
+    """A built-in task (`name`) or JSONL files (`data`, `eval_data`)."""
+
+    name: str | None = Field(None, description="built-in task: arithmetic")
+    data: str | None = Field(None, description="training JSONL: one {prompt, answer, ...} per line")
+    eval_data: str | None = Field(None, description="held-out JSONL, same format")
+    system_prompt: str | None = Field(None, description="system message; None keeps the model's default")
+    few_shot: list[dict[str, Any]] = Field(default_factory=list, description="[{prompt, answer}] chat turns before each question")
+    # arithmetic knobs (ignored by JSONL tasks)
+    operators: list[Literal["+", "-", "*"]] = ["*"]
+    a_min: int = 2
+    a_max: int = 30
+    b_min: int = 2
+    b_max: int = 9
+    num_eval: int = Field(200, description="held-out problems; never overlap training")
+    template: str = Field("What is {a} {op} {b}?", description="question text; {a} {op} {b}")
+    seed: int = 0
+
+
+class RewardSpec(Strict):
+    fn: str = Field(description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
+    weight: float = 1.0
+    name: str | None = None
+
+
+class RolloutConfig(Strict):
+    prompts_per_step: int = Field(8, ge=1, description="distinct prompts sampled per generation round")
+    group_size: int = Field(8, ge=1, description="completions per prompt (G)")
+    max_new_tokens: int = Field(64, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
+
+
+class TrainConfig(Strict):
+    steps: int = Field(100, ge=0)
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.99)
+    micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward; gradients accumulate over the step")
+    max_grad_norm: float = 1.0
+    advantage_scale: Literal["std", "none"] = "std"
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = Field(0.0, ge=0, description="k3 KL to the frozen initial model; 0 loads no reference model")
+    dynamic_sampling: bool = Field(True, description="drop zero-variance groups and refill with new prompts (DAPO)")
+    max_rounds: int = Field(3, ge=1, description="generation rounds per step when refilling")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="compute dtype; auto = bf16 autocast only where the CPU has native bf16")
+    checkpoint_every: int = Field(50, ge=0)
+    keep_checkpoints: int = Field(2, ge=1)
+    resume: bool = True
+    log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+
+
+class EvalConfig(Strict):
+    before: bool = Field(True, description="greedy held-out accuracy before training")
+    after: bool = Field(True, description="and after")
+    every: int = Field(0, ge=0, description="also every N steps; 0 = never")
+    limit: int | None = Field(None, description="evaluate only the first N held-out samples")
+    max_new_tokens: int | None = Field(None, description="default: rollout.max_new_tokens")
+    scorer: str = Field("aha.rewards:numeric_answer", description="accuracy = mean of this fn over held-out samples")
+
+
+class Config(Strict):
+    model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
+    output_dir: str = "runs/default"
+    seed: int = 0
+    task: TaskConfig = TaskConfig(name="arithmetic")
+    reward: list[RewardSpec] = [RewardSpec(fn="aha.rewards:numeric_answer")]
+    rollout: RolloutConfig = RolloutConfig()
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
+    # where relative paths (data files, reward .py files) are resolved from
+    base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
+
+
+def _parse_scalar(text: str) -> Any:
+    """A CLI value is read as YAML, so `steps=10` is an int and `name=null` is None."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_override(raw: dict, dotted: str) -> None:
+    """Apply one `a.b.c=value` override to a nested dict in place."""
+    if "=" not in dotted:
+        raise ConfigError(f"override {dotted!r} is not of the form key=value")
+    key, value = dotted.split("=", 1)
+    parts = key.strip().split(".")
+    node = raw
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {dotted!r}: {'.'.join(parts[: i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = _parse_scalar(value)
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown config key '{key}' in {source}")
+        else:
+            lines.append(f"config key '{key}' in {source}: {e['msg']} (got {e.get('input')!r})")
+    return "\n".join(lines)
+
+
+def from_dict(raw: dict, source: str = "<config>") -> Config:
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_describe(err, source)) from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
+    """Read a YAML config (or start from defaults when path is None) and apply overrides."""
+    raw: dict = {}
+    source = "command-line overrides"
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: top level must be a mapping of config keys")
+        raw.setdefault("base_dir", str(path.parent))
+    for item in overrides:
+        apply_override(raw, item)
+    return from_dict(raw, source)
+
+
+def dump_config(config: Config) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

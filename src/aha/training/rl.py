@@ -1,0 +1,126 @@
+"""The online RL loop (GRPO family). It wires the parts together and holds no maths."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from aha.config import Config, ConfigError, dump_config
+from aha.eval import evaluate
+from aha.models import load
+from aha.rewards import build_reward, resolve_function
+from aha.rollout import HFEngine
+from aha.tasks import PromptSampler, build_task
+from aha.tracking import RunDir
+from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from aha.training.precision import resolve_dtype
+from aha.training.step import collect, policy_update
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSummary:
+    run_dir: str
+    steps: int
+    accuracy_before: float | None
+    accuracy_after: float | None
+    train_seconds: float
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def train(config: Config, echo=print) -> TrainSummary:
+    run = RunDir(config.output_dir)
+    checkpoints = list_checkpoints(run.checkpoints)
+    if run.metrics_path.exists() and not config.train.resume:
+        raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
+    run.attach_log()
+    try:
+        return _train(config, run, checkpoints, echo)
+    finally:
+        run.detach_log()
+
+
+def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary:
+    seed_everything(config.seed)
+    # build everything that can fail on bad input before the slow model load
+    task = build_task(config.task, config.base_dir)
+    reward = build_reward(config.reward, config.base_dir)
+    scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
+    loaded = load(config.model, seed=config.seed)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    dtype = resolve_dtype(config.train.dtype)
+    log.info("model %s, compute dtype %s, %d train / %d held-out samples", loaded.name, dtype, len(task.train), len(task.eval))
+    ro = config.rollout
+    engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
+    # a coefficient of 0 means no reference model at all: no memory, no forward pass
+    ref_model = copy.deepcopy(model).requires_grad_(False) if config.train.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.train.lr, betas=config.train.betas,
+                                  weight_decay=config.train.weight_decay)
+    sampler = PromptSampler(task.train, config.seed)
+
+    start = 0
+    accuracy_before = None
+    if config.train.resume and checkpoints:
+        state = load_checkpoint(checkpoints[-1], model, optimizer)
+        start = state["step"]
+        sampler.load_state(state["sampler"])
+        accuracy_before = state.get("accuracy_before")
+        run.truncate_after(start)
+        echo(f"resumed from {checkpoints[-1]} (step {start})")
+    else:
+        run.truncate_after(-1)
+    run.write_config(dump_config(config))
+
+    def held_out(step: int, label: str) -> float:
+        result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, desc=f"eval ({label})")
+        run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n})
+        run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
+        echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
+        return result.accuracy
+
+    if start == 0 and config.eval.before:
+        accuracy_before = held_out(0, "before training")
+
+    trainer_state = lambda step: {"sampler": sampler.state(), "accuracy_before": accuracy_before}
+    t_start = time.time()
+    bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
+    for step in bar:
+        t0 = time.time()
+        batch, examples = collect(engine, task, sampler, reward, ro, config.train)
+        t_gen = time.time() - t0
+        update = {}
+        if batch.rollouts is not None:
+            update = policy_update(model, ref_model, optimizer, batch, config.train, ro.temperature, dtype)
+        seconds = time.time() - t0
+        record = {"step": step, **batch.stats, **update, "time/generate_s": t_gen, "time/step_s": seconds}
+        run.log_metrics(record)
+        run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
+        bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{update.get('kl/ref', update.get('kl/old', 0.0)):.4f}",
+                         "len": f"{record['length/mean']:.0f}", "s/step": f"{seconds:.1f}"})
+        every = config.train.checkpoint_every
+        if (every and step % every == 0) or step == config.train.steps:
+            save_checkpoint(run.checkpoints, step, model, optimizer, trainer_state(step), config.train.keep_checkpoints)
+        if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
+            held_out(step, "during training")
+    bar.close()
+    train_seconds = time.time() - t_start
+
+    accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
+    if accuracy_before is not None and accuracy_after is not None:
+        echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
+             f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "
+             f"{train_seconds / 60:.1f} min of training")
+    return TrainSummary(str(run.path), config.train.steps, accuracy_before, accuracy_after, train_seconds)

@@ -58,6 +58,7 @@ class TrainConfig(Strict):
     betas: tuple[float, float] = (0.9, 0.99)
     micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward; gradients accumulate over the step")
     max_grad_norm: float = 1.0
+    share_prompt: bool = Field(True, description="run each group's prompt once in the learner (same gradients, less compute)")
     advantage_scale: Literal["std", "none"] = "std"
     clip_low: float = 0.2
     clip_high: float = 0.28

@@ -77,37 +77,55 @@ class HFEngine:
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
                  max_new_tokens: int | None = None) -> Rollouts:
-        """Sample group_size completions for each prompt (consecutive in the output)."""
-        rows = [p for p in prompts for _ in range(group_size)]
-        index = torch.arange(len(prompts)).repeat_interleave(group_size)
-        chunks = [self._generate_chunk(rows[i:i + self.batch_size], greedy, max_new_tokens or self.max_new_tokens)
-                  for i in range(0, len(rows), self.batch_size)]
+        """Sample group_size completions for each prompt (consecutive in the output).
+
+        A chunk holds whole groups, so each distinct prompt is prefilled once and its KV
+        cache shared by the group's G samples."""
+        per_chunk = max(1, self.batch_size // group_size)
+        chunks = [self._generate_chunk(prompts[i:i + per_chunk], group_size, greedy, max_new_tokens or self.max_new_tokens)
+                  for i in range(0, len(prompts), per_chunk)]
         P = max(c[0].shape[1] for c in chunks)
         T = max(c[2].shape[1] for c in chunks)
         cat = lambda k, width, value, left=False: torch.cat([_pad_to(c[k], width, value, left) for c in chunks])
-        completion_mask = cat(3, T, 0.0)
         return Rollouts(
             prompt_ids=cat(0, P, self.pad_id, left=True),
             prompt_mask=cat(1, P, 0, left=True),
             completion_ids=cat(2, T, self.pad_id),
-            completion_mask=completion_mask,
+            completion_mask=cat(3, T, 0.0),
             sampling_logprobs=cat(4, T, 0.0),
-            prompt_index=index,
+            prompt_index=torch.arange(len(prompts)).repeat_interleave(group_size),
             texts=[t for c in chunks for t in c[5]],
             truncated=torch.cat([c[6] for c in chunks]),
         )
 
-    def _generate_chunk(self, rows: list[list[int]], greedy: bool, max_new_tokens: int):
-        prompt_ids, prompt_mask = _left_pad(rows, self.pad_id)
+    def _prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int):
+        """KV cache of all prompt tokens but the last, computed once per distinct prompt and
+        repeated for the group; generate() then runs only the last prompt token."""
+        from transformers import DynamicCache
+
+        if group_size == 1 or prompt_ids.shape[1] < 2:
+            return None
+        ids, mask = prompt_ids[:, :-1], prompt_mask[:, :-1]
+        positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 1)  # as generate() numbers them
+        cache = DynamicCache(config=self.model.config)
+        self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+        cache.batch_repeat_interleave(group_size)
+        return cache
+
+    def _generate_chunk(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int):
+        distinct_ids, distinct_mask = _left_pad(prompts, self.pad_id)
+        prompt_ids = distinct_ids.repeat_interleave(group_size, dim=0)
+        prompt_mask = distinct_mask.repeat_interleave(group_size, dim=0)
         # top_k=0 turns off generate's default top-k of 50: sample from the full distribution
         sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
         was_training = self.model.training
         self.model.eval()
         with autocast(self.dtype):
+            cache = self._prefill(distinct_ids, distinct_mask, group_size)
             out = self.model.generate(
                 input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=max_new_tokens,
                 **sampling, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                output_logits=True, return_dict_in_generate=True,
+                past_key_values=cache, output_logits=True, return_dict_in_generate=True,
             )
         self.model.train(was_training)
         completion = out.sequences[:, prompt_ids.shape[1]:]

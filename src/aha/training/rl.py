@@ -103,7 +103,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
         t_gen = time.time() - t0
         update = {}
         if batch.rollouts is not None:
-            update = policy_update(model, ref_model, optimizer, batch, config.train, ro.temperature, dtype)
+            update = policy_update(model, ref_model, optimizer, batch, config.train, ro.group_size, ro.temperature, dtype)
         seconds = time.time() - t0
         record = {"step": step, **batch.stats, **update, "time/generate_s": t_gen, "time/step_s": seconds}
         run.log_metrics(record)

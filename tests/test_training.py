@@ -127,3 +127,13 @@ def test_cli_eval_on_a_checkpoint(tmp_path, capsys):
     assert code == 0
     assert "held-out greedy accuracy" in capsys.readouterr().out
     assert len(out.read_text().splitlines()) == 6
+
+
+def test_truncated_completions_get_the_truncated_reward(tmp_path):
+    (tmp_path / "const.py").write_text("def one(completion, sample):\n    return 1.0\n")
+    config = tiny_config(tmp_path, "trunc", "train.truncated_reward=-1.0", "rollout.max_new_tokens=3",
+                         f"reward=[{{fn: '{tmp_path / 'const.py'}:one'}}]", "eval.before=false", "eval.after=false")
+    summary = train(config, echo=lambda *_: None)
+    for r in metrics(Path(summary.run_dir)):
+        assert 0 < r["length/truncated_frac"]
+        assert r["reward/mean"] == pytest.approx(1.0 - 2.0 * r["length/truncated_frac"], abs=1e-6)

@@ -25,7 +25,6 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.config import ConfigError, load_config
-    from aha.models import ModelNotFound
     from aha.rewards import RewardError
     from aha.tasks import TaskError
 
@@ -37,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             train(config)
         else:
             _eval(config, args.checkpoint, args.output)
-    except (ConfigError, TaskError, RewardError, ModelNotFound) as err:
+    except (ConfigError, TaskError, RewardError, FileNotFoundError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0

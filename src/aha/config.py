@@ -63,6 +63,7 @@ class TrainConfig(Strict):
     clip_low: float = 0.2
     clip_high: float = 0.28
     kl_coef: float = Field(0.0, ge=0, description="k3 KL to the frozen initial model; 0 loads no reference model")
+    truncated_reward: float | None = Field(None, description="reward of a completion cut at max_new_tokens (no EOS); None keeps its score")
     dynamic_sampling: bool = Field(True, description="drop zero-variance groups and refill with new prompts (DAPO)")
     max_rounds: int = Field(3, ge=1, description="generation rounds per step when refilling")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="compute dtype; auto = bf16 autocast only where the CPU has native bf16")

@@ -59,6 +59,25 @@ def _pad_to(t: torch.Tensor, width: int, value, left: bool = False) -> torch.Ten
     return F.pad(t, (extra, 0) if left else (0, extra), value=value)
 
 
+def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
+    """Stack rollouts of different widths (prompts re-padded left, completions right)."""
+    if len(parts) == 1:
+        return parts[0]
+    P = max(p.prompt_ids.shape[1] for p in parts)
+    T = max(p.completion_ids.shape[1] for p in parts)
+    stack = lambda name, width, value, left=False: torch.cat([_pad_to(getattr(p, name), width, value, left) for p in parts])
+    return Rollouts(
+        prompt_ids=stack("prompt_ids", P, pad_id, left=True),
+        prompt_mask=stack("prompt_mask", P, 0, left=True),
+        completion_ids=stack("completion_ids", T, pad_id),
+        completion_mask=stack("completion_mask", T, 0.0),
+        sampling_logprobs=stack("sampling_logprobs", T, 0.0),
+        prompt_index=torch.cat([p.prompt_index for p in parts]),
+        texts=[t for p in parts for t in p.texts],
+        truncated=torch.cat([p.truncated for p in parts]),
+    )
+
+
 class HFEngine:
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, batch_size: int = 64, dtype: torch.dtype = torch.float32):
@@ -84,19 +103,9 @@ class HFEngine:
         per_chunk = max(1, self.batch_size // group_size)
         chunks = [self._generate_chunk(prompts[i:i + per_chunk], group_size, greedy, max_new_tokens or self.max_new_tokens)
                   for i in range(0, len(prompts), per_chunk)]
-        P = max(c[0].shape[1] for c in chunks)
-        T = max(c[2].shape[1] for c in chunks)
-        cat = lambda k, width, value, left=False: torch.cat([_pad_to(c[k], width, value, left) for c in chunks])
-        return Rollouts(
-            prompt_ids=cat(0, P, self.pad_id, left=True),
-            prompt_mask=cat(1, P, 0, left=True),
-            completion_ids=cat(2, T, self.pad_id),
-            completion_mask=cat(3, T, 0.0),
-            sampling_logprobs=cat(4, T, 0.0),
-            prompt_index=torch.arange(len(prompts)).repeat_interleave(group_size),
-            texts=[t for c in chunks for t in c[5]],
-            truncated=torch.cat([c[6] for c in chunks]),
-        )
+        rollouts = concat_rollouts(chunks, self.pad_id)
+        rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(group_size)
+        return rollouts
 
     def _prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int):
         """KV cache of all prompt tokens but the last, computed once per distinct prompt and
@@ -140,5 +149,6 @@ class HFEngine:
         mask = before_eos.float()
         truncated = ~is_eos.any(dim=1)
         completion = completion.masked_fill(~before_eos, self.pad_id)
-        texts = self.tokenizer.batch_decode(completion * before_eos + self.pad_id * ~before_eos, skip_special_tokens=True)
-        return prompt_ids, prompt_mask, completion, mask, logprobs * mask, texts, truncated
+        texts = self.tokenizer.batch_decode(completion, skip_special_tokens=True)
+        index = torch.zeros(len(texts), dtype=torch.long)  # set by generate()
+        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated)

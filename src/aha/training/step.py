@@ -11,6 +11,7 @@ from aha.algorithms.advantages import zero_variance_groups
 from aha.config import RolloutConfig, TrainConfig
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine, Rollouts
+from aha.rollout.hf_engine import concat_rollouts
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.logprobs import completion_logprobs, grouped_completion_logprobs
 from aha.training.precision import autocast
@@ -45,6 +46,10 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         rollouts = engine.generate(encode_prompts(engine.tokenizer, task, chosen), group_size=G)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
         result = reward.score(rollouts.texts, seq_samples)
+        if train.truncated_reward is not None:
+            # an answer that never ends is not an answer (DAPO's overlong shaping, in its
+            # simplest form): this teaches the policy to stop, which also shortens steps
+            result.total = torch.where(rollouts.truncated, torch.tensor(train.truncated_reward), result.total)
         all_rewards.append(result.total)
         all_lengths.append(rollouts.lengths())
         all_truncated.append(rollouts.truncated.float())
@@ -83,28 +88,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
     }
     if not kept:
         return Batch(None, torch.zeros(0), [], torch.zeros(0), stats), examples
-    return Batch(_concat([k[0] for k in kept]), torch.cat([k[1] for k in kept]),
+    return Batch(concat_rollouts([k[0] for k in kept], engine.pad_id), torch.cat([k[1] for k in kept]),
                  [s for k in kept for s in k[2]], torch.cat([k[3] for k in kept]), stats), examples
-
-
-def _concat(parts: list[Rollouts]) -> Rollouts:
-    if len(parts) == 1:
-        return parts[0]
-    from aha.rollout.hf_engine import _pad_to
-
-    P = max(p.prompt_ids.shape[1] for p in parts)
-    T = max(p.completion_ids.shape[1] for p in parts)
-    pad = 0
-    return Rollouts(
-        prompt_ids=torch.cat([_pad_to(p.prompt_ids, P, pad, left=True) for p in parts]),
-        prompt_mask=torch.cat([_pad_to(p.prompt_mask, P, 0, left=True) for p in parts]),
-        completion_ids=torch.cat([_pad_to(p.completion_ids, T, pad) for p in parts]),
-        completion_mask=torch.cat([_pad_to(p.completion_mask, T, 0.0) for p in parts]),
-        sampling_logprobs=torch.cat([_pad_to(p.sampling_logprobs, T, 0.0) for p in parts]),
-        prompt_index=torch.cat([p.prompt_index for p in parts]),
-        texts=[t for p in parts for t in p.texts],
-        truncated=torch.cat([p.truncated for p in parts]),
-    )
 
 
 def _logprobs(model, ro: Rollouts, sl: slice, width: int, group_size: int, share_prompt: bool,

@@ -23,8 +23,6 @@ class Batch:
 
     rollouts: Rollouts  # only the kept groups, group_size consecutive rows each
     advantages: torch.Tensor  # (N,) one per sequence
-    samples: list[dict]  # the task sample of each kept sequence
-    rewards: torch.Tensor  # (N,) total reward of each kept sequence
     stats: dict = field(default_factory=dict)
 
 
@@ -36,7 +34,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
 
     Returns the batch and a few example records for samples.jsonl."""
     G = rollout.group_size
-    kept: list[tuple[Rollouts, torch.Tensor, list[dict], torch.Tensor]] = []
+    kept: list[tuple[Rollouts, torch.Tensor]] = []
     all_rewards, all_lengths, all_truncated, components, failed = [], [], [], {}, 0
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
@@ -70,7 +68,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         keep_groups = keep.nonzero().view(-1)[:prompts_needed]
         rows = (keep_groups.view(-1, 1) * G + torch.arange(G)).view(-1)
         if len(rows):
-            kept.append((rollouts.select(rows), advantages[rows], [seq_samples[i] for i in rows.tolist()], result.total[rows]))
+            kept.append((rollouts.select(rows), advantages[rows]))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break
@@ -87,9 +85,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         "groups/trained": kept_groups,
     }
     if not kept:
-        return Batch(None, torch.zeros(0), [], torch.zeros(0), stats), examples
-    return Batch(concat_rollouts([k[0] for k in kept], engine.pad_id), torch.cat([k[1] for k in kept]),
-                 [s for k in kept for s in k[2]], torch.cat([k[3] for k in kept]), stats), examples
+        return Batch(None, torch.zeros(0), stats), examples
+    return Batch(concat_rollouts([k[0] for k in kept], engine.pad_id), torch.cat([k[1] for k in kept]), stats), examples
 
 
 def _logprobs(model, ro: Rollouts, sl: slice, width: int, group_size: int, share_prompt: bool,

@@ -57,7 +57,7 @@ def load_weights(model, folder: Path) -> None:
     path = Path(folder) / "model.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a checkpoint: no model.safetensors")
-    missing, unexpected = load_model(model, str(path), strict=True)
+    load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
 
 
 def load_checkpoint(folder: Path, model, optimizer) -> dict:

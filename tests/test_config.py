@@ -47,3 +47,9 @@ def test_bad_files_and_overrides(tmp_path):
         load_config(None, ["train.steps"])
     with pytest.raises(ConfigError, match="train.steps is not a section"):
         load_config(write(tmp_path, "train: {steps: 3}\n"), ["train.steps.x=1"])
+
+
+def test_std_advantages_need_groups_of_two(tmp_path):
+    with pytest.raises(ConfigError, match=r"rollout\.group_size must be >= 2 with train\.advantage_scale=std"):
+        load_config(write(tmp_path, "rollout: {group_size: 1}\n"))
+    assert load_config(write(tmp_path, "rollout: {group_size: 1}\ntrain: {advantage_scale: none}\n")).rollout.group_size == 1

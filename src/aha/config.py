@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -94,6 +94,13 @@ class Config(Strict):
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 
+    @model_validator(mode="after")
+    def _group_needs_two_samples(self) -> "Config":
+        # caught here rather than at the first step, after minutes of loading and eval
+        if self.train.advantage_scale == "std" and self.rollout.group_size < 2:
+            raise ValueError("rollout.group_size must be >= 2 with train.advantage_scale=std (a group's std needs two samples)")
+        return self
+
 
 def _parse_scalar(text: str) -> Any:
     """A CLI value is read as YAML, so `steps=10` is an int and `name=null` is None."""
@@ -124,7 +131,9 @@ def _describe(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
-        if e["type"] == "extra_forbidden":
+        if not key:  # a check across keys: its message names them
+            lines.append(f"config in {source}: {e['msg'].removeprefix('Value error, ')}")
+        elif e["type"] == "extra_forbidden":
             lines.append(f"unknown config key '{key}' in {source}")
         else:
             lines.append(f"config key '{key}' in {source}: {e['msg']} (got {e.get('input')!r})")

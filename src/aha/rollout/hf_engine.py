@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from aha.training.logprobs import positions_from_mask
 from aha.training.precision import autocast
 
 
@@ -115,9 +116,9 @@ class HFEngine:
         if group_size == 1 or prompt_ids.shape[1] < 2:
             return None
         ids, mask = prompt_ids[:, :-1], prompt_mask[:, :-1]
-        positions = (mask.cumsum(dim=1) - 1).masked_fill(mask == 0, 1)  # as generate() numbers them
         cache = DynamicCache(config=self.model.config)
-        self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+        self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask),
+                              past_key_values=cache, use_cache=True)
         cache.batch_repeat_interleave(group_size)
         return cache
 

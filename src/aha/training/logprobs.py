@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 
-def _positions(attention: torch.Tensor) -> torch.Tensor:
-    # counted from each row's first real token, as `generate` does with left padding
+def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:
+    """Position ids counted from each row's first real token, as `generate` numbers them
+    with left padding (padding positions get 0; they are masked out anyway)."""
     return (attention.cumsum(dim=1) - 1).clamp(min=0)
 
 
@@ -25,7 +26,7 @@ def completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tens
     never materialised."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    hidden = model.base_model(input_ids=input_ids, attention_mask=attention, position_ids=_positions(attention),
+    hidden = model.base_model(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
                               use_cache=False).last_hidden_state
     P, T = prompt_ids.shape[1], completion_ids.shape[1]
     return _token_logprobs(model, hidden[:, P - 1:P + T - 1], completion_ids, temperature) * completion_mask
@@ -46,8 +47,7 @@ def grouped_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: to
     G = group_size
     cache = DynamicCache(config=model.config)
     prompt_out = model.base_model(input_ids=prompt_ids, attention_mask=prompt_mask.long(),
-                                  position_ids=_positions(prompt_mask.long()), past_key_values=cache, use_cache=True)
-    cache = prompt_out.past_key_values
+                                  position_ids=positions_from_mask(prompt_mask.long()), past_key_values=cache, use_cache=True)
     cache.batch_repeat_interleave(G)
     last_prompt_hidden = prompt_out.last_hidden_state[:, -1:].repeat_interleave(G, dim=0)
     T = completion_ids.shape[1]
@@ -56,7 +56,7 @@ def grouped_completion_logprobs(model, prompt_ids: torch.Tensor, prompt_mask: to
     else:
         # the last completion token predicts nothing we score: feed tokens 0..T-2
         attention = torch.cat([prompt_mask.long().repeat_interleave(G, dim=0), completion_mask[:, :-1].long()], dim=1)
-        positions = _positions(attention)[:, prompt_ids.shape[1]:]
+        positions = positions_from_mask(attention)[:, prompt_ids.shape[1]:]
         out = model.base_model(input_ids=completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
                                past_key_values=cache, use_cache=True)
         hidden = torch.cat([last_prompt_hidden, out.last_hidden_state], dim=1)

@@ -1,13 +1,43 @@
-"""Pure maths of RL post-training: advantages, policy losses, KL estimators.
+"""Pure maths of RL post-training: advantages, policy losses, KL estimators, shaping.
 
 Every function here takes and returns tensors; none knows about models, engines or files.
 """
 
-from aha.algorithms.advantages import grpo_advantages
-from aha.algorithms.losses import (
-    clipped_surrogate,
-    kl_k3,
-    token_mean,
+from aha.algorithms.advantages import (
+    discounted_returns,
+    gae_advantages,
+    grpo_advantages,
+    ktae_token_weights,
+    masked_whiten,
+    reinforce_pp_advantages,
+    remax_advantages,
+    rloo_advantages,
+    zero_variance_groups,
 )
+from aha.algorithms.losses import (
+    AGGREGATIONS,
+    KL_ESTIMATORS,
+    LossNorm,
+    aggregate,
+    cispo_loss,
+    clipped_surrogate,
+    clipped_value_loss,
+    entropy_from_logits,
+    gspo_surrogate,
+    kl_estimate,
+    kl_k3,
+    policy_gradient_loss,
+    sequence_log_ratio,
+    token_mean,
+    truncated_is_weights,
+)
+from aha.algorithms.shaping import dither_rewards, outcome_token_rewards, overlong_penalty, replay_priorities
 
-__all__ = ["grpo_advantages", "clipped_surrogate", "kl_k3", "token_mean"]
+__all__ = [
+    "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
+    "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "gae_advantages",
+    "grpo_advantages", "gspo_surrogate", "kl_estimate", "kl_k3", "ktae_token_weights", "masked_whiten",
+    "outcome_token_rewards", "overlong_penalty", "policy_gradient_loss", "reinforce_pp_advantages",
+    "remax_advantages", "replay_priorities", "rloo_advantages", "sequence_log_ratio", "token_mean",
+    "truncated_is_weights", "zero_variance_groups",
+]

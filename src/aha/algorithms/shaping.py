@@ -1,0 +1,47 @@
+"""Reward shaping before advantages: length penalties, dithering, per-token rewards, replay priorities."""
+
+import torch
+
+NOISE_KINDS = ("gaussian", "uniform")
+
+
+def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al. 2025), added to the reward:
+    0 up to max_len - buffer tokens, then falling linearly to -factor at max_len.
+    Lengths are capped at max_len by generation, so -factor is the floor."""
+    if not 0 < buffer <= max_len:
+        raise ValueError(f"overlong buffer must be in 1..{max_len} (max_new_tokens), got {buffer}")
+    over = (lengths.float() - (max_len - buffer)).clamp(min=0, max=buffer)
+    return -factor * over / buffer
+
+
+def dither_rewards(rewards: torch.Tensor, scale: float, kind: str = "gaussian",
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """ReDit (Wei et al. 2025): add zero-mean noise to discrete rewards, so groups whose
+    verifier scores tie still give a (noisy, unbiased) gradient and the signal is smoother.
+    gaussian: N(0, scale^2); uniform: U(-scale, scale)."""
+    if kind == "gaussian":
+        noise = torch.randn(rewards.shape, generator=generator) * scale
+    elif kind == "uniform":
+        noise = (torch.rand(rewards.shape, generator=generator) * 2 - 1) * scale
+    else:
+        raise ValueError(f"unknown noise kind {kind!r}; choose one of {NOISE_KINDS}")
+    return rewards + noise
+
+
+def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N, T) per-token rewards with each sequence's reward on its last valid token, 0 elsewhere."""
+    token_rewards = torch.zeros_like(mask, dtype=rewards.dtype)
+    last = (mask.sum(dim=1).long() - 1).clamp(min=0)
+    token_rewards[torch.arange(len(rewards)), last] = rewards * (mask.sum(dim=1) > 0)
+    return token_rewards
+
+
+def replay_priorities(group_abs_advantages: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
+    """Sampling probabilities of replay groups, proportional to |A|^alpha
+    (VL-Rethinker's selective sample replay, Wang et al. 2025); alpha = 0 is uniform."""
+    weights = group_abs_advantages.clamp(min=0) ** alpha
+    total = weights.sum()
+    if total <= 0:
+        return torch.full_like(weights, 1.0 / max(len(weights), 1))
+    return weights / total

@@ -34,8 +34,8 @@ def test_unknown_override_key_is_named(tmp_path):
 def test_bad_value_names_key_and_value(tmp_path):
     with pytest.raises(ConfigError, match=r"config key 'rollout\.group_size' .*greater than or equal to 1.*got 0"):
         load_config(write(tmp_path, "rollout: {group_size: 0}\n"))
-    with pytest.raises(ConfigError, match=r"config key 'train\.advantage_scale'"):
-        load_config(write(tmp_path, "train: {advantage_scale: max}\n"))
+    with pytest.raises(ConfigError, match=r"config key 'algorithm\.advantage_scale'"):
+        load_config(write(tmp_path, "algorithm: {advantage_scale: max}\n"))
 
 
 def test_bad_files_and_overrides(tmp_path):
@@ -50,6 +50,6 @@ def test_bad_files_and_overrides(tmp_path):
 
 
 def test_std_advantages_need_groups_of_two(tmp_path):
-    with pytest.raises(ConfigError, match=r"rollout\.group_size must be >= 2 with train\.advantage_scale=std"):
+    with pytest.raises(ConfigError, match=r"rollout\.group_size must be >= 2 with algorithm\.advantage_scale=std"):
         load_config(write(tmp_path, "rollout: {group_size: 1}\n"))
-    assert load_config(write(tmp_path, "rollout: {group_size: 1}\ntrain: {advantage_scale: none}\n")).rollout.group_size == 1
+    assert load_config(write(tmp_path, "rollout: {group_size: 1}\nalgorithm: {advantage_scale: none}\n")).rollout.group_size == 1

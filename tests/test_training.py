@@ -16,7 +16,8 @@ model: tiny
 output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 rollout: {{prompts_per_step: 3, group_size: 4, max_new_tokens: 6}}
-train: {{steps: 4, lr: 1.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, dynamic_sampling: false}}
+train: {{steps: 4, lr: 1.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4}}
+algorithm: {{dynamic_sampling: false}}
 reward:
   - fn: numeric_answer
   - fn: format
@@ -75,7 +76,7 @@ def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
 
 
 def test_kl_to_reference_is_logged_and_grows_from_zero(tmp_path):
-    summary = train(tiny_config(tmp_path, "kl", "train.kl_coef=0.1", "eval.before=false", "eval.after=false"),
+    summary = train(tiny_config(tmp_path, "kl", "algorithm.kl_coef=0.1", "eval.before=false", "eval.after=false"),
                     echo=lambda *_: None)
     kls = [r["kl/ref"] for r in metrics(Path(summary.run_dir))]
     assert kls[0] == pytest.approx(0.0, abs=1e-6)  # first step: policy == reference
@@ -131,7 +132,7 @@ def test_cli_eval_on_a_checkpoint(tmp_path, capsys):
 
 def test_truncated_completions_get_the_truncated_reward(tmp_path):
     (tmp_path / "const.py").write_text("def one(completion, sample):\n    return 1.0\n")
-    config = tiny_config(tmp_path, "trunc", "train.truncated_reward=-1.0", "rollout.max_new_tokens=3",
+    config = tiny_config(tmp_path, "trunc", "algorithm.truncated_reward=-1.0", "rollout.max_new_tokens=3",
                          f"reward=[{{fn: '{tmp_path / 'const.py'}:one'}}]", "eval.before=false", "eval.after=false")
     summary = train(config, echo=lambda *_: None)
     for r in metrics(Path(summary.run_dir)):

@@ -52,25 +52,70 @@ class RolloutConfig(Strict):
 
 
 class TrainConfig(Strict):
-    steps: int = Field(100, ge=0)
+    """Optimisation and bookkeeping; the RL maths lives in `algorithm`."""
+
+    steps: int = Field(100, ge=0, description="RL steps: one rollout batch each")
     lr: float = 1e-6
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
-    micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward; gradients accumulate over the step")
+    micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward (memory only: gradients accumulate, results do not change)")
     max_grad_norm: float = 1.0
     share_prompt: bool = Field(True, description="run each group's prompt once in the learner (same gradients, less compute)")
-    advantage_scale: Literal["std", "none"] = "std"
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    kl_coef: float = Field(0.0, ge=0, description="k3 KL to the frozen initial model; 0 loads no reference model")
-    truncated_reward: float | None = Field(None, description="reward of a completion cut at max_new_tokens (no EOS); None keeps its score")
-    dynamic_sampling: bool = Field(True, description="drop zero-variance groups and refill with new prompts (DAPO)")
-    max_rounds: int = Field(3, ge=1, description="generation rounds per step when refilling")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="compute dtype; auto = bf16 autocast only where the CPU has native bf16")
     checkpoint_every: int = Field(50, ge=0)
     keep_checkpoints: int = Field(2, ge=1)
     resume: bool = True
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+
+
+class AlgorithmConfig(Strict):
+    """Which advantage estimator, policy loss, KL and shaping a run uses (docs/paper_index.md)."""
+
+    # advantages
+    advantage: Literal["grpo", "rloo", "reinforce_pp", "remax", "gae"] = Field(
+        "grpo", description="grpo (group mean), rloo (leave-one-out), reinforce_pp (global normalisation), "
+                            "remax (greedy baseline), gae (learned critic)")
+    advantage_scale: Literal["std", "none"] = Field("std", description="grpo: divide by the group std (GRPO) or not (Dr. GRPO)")
+    group_baseline: bool = Field(True, description="reinforce_pp: subtract the group mean before normalising (REINFORCE++-baseline)")
+    gamma: float = Field(1.0, ge=0, le=1, description="discount over completion tokens (reinforce_pp, gae)")
+    lam: float = Field(1.0, ge=0, le=1, description="GAE lambda")
+    whiten_advantages: bool = Field(False, description="normalise advantages over the batch's valid tokens (usual with gae)")
+    token_weighting: Literal["none", "ktae"] = Field("none", description="ktae: weight tokens by how much more often they occur in a group's better rollouts")
+    ktae_alpha: float = Field(0.5, ge=0, le=1)
+    # policy loss
+    policy_loss: Literal["ppo", "gspo", "cispo", "pg"] = Field("ppo", description="ppo clipped surrogate, gspo sequence ratio, cispo clipped-weight REINFORCE, pg plain on-policy")
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.28, ge=0, description="> clip_low is DAPO's clip-higher")
+    dual_clip: float | None = Field(None, gt=1, description="cap the loss of negative-advantage tokens at dual_clip * |A| (ppo)")
+    loss_agg: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"] = "token_mean"
+    loss_agg_constant: int | None = Field(None, ge=1, description="the constant of loss_agg=constant; default rollout.max_new_tokens")
+    epochs: int = Field(1, ge=1, description="passes over each rollout batch")
+    mini_batches: int = Field(1, ge=1, description="optimizer steps per pass (the batch is split into this many parts, whole groups each)")
+    old_logprobs: Literal["engine", "trainer"] = Field("engine", description="ratio denominator: the engine's sampling log-probs, or the trainer's recomputed ones")
+    tis_cap: float | None = Field(None, gt=0, description="truncated importance sampling: weight tokens by min(pi_trainer / pi_engine, cap); needs old_logprobs=trainer")
+    # KL and entropy
+    kl_coef: float = Field(0.0, ge=0, description="KL to the reference model; 0 loads no reference model")
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_in: Literal["loss", "reward"] = Field("loss", description="add the KL term to the loss, or subtract it from per-token rewards")
+    ref_reset_every: int = Field(0, ge=0, description="copy the policy into the reference every N steps (ProRL); 0 = never")
+    ref_reset_kl: float | None = Field(None, gt=0, description="also reset when the step's KL to the reference exceeds this")
+    ref_reset_optimizer: bool = Field(True, description="reset the optimizer state at each reference reset (ProRL)")
+    entropy_coef: float = Field(0.0, description="entropy bonus: loss -= entropy_coef * entropy")
+    # critic (gae)
+    critic_lr: float = Field(1e-5, description="gae: learning rate of the value model")
+    value_clip: float | None = Field(0.2, gt=0, description="gae: PPO value clipping around the rollout-time values")
+    # sampling and reward shaping
+    dynamic_sampling: bool = Field(True, description="drop groups whose rewards are all equal and refill with new prompts (DAPO)")
+    max_rounds: int = Field(3, ge=1, description="generation rounds per step when refilling")
+    truncated_reward: float | None = Field(None, description="reward of a completion cut at max_new_tokens (no EOS); None keeps its score")
+    mask_truncated: bool = Field(False, description="give truncated completions no loss at all (DAPO's overlong filtering)")
+    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment over the last N tokens of max_new_tokens; 0 = off")
+    overlong_penalty: float = Field(1.0, ge=0, description="penalty at max_new_tokens")
+    reward_noise: float = Field(0.0, ge=0, description="ReDit: scale of zero-mean noise added to rewards; 0 = off")
+    reward_noise_kind: Literal["gaussian", "uniform"] = "gaussian"
+    replay: bool = Field(False, description="selective sample replay: fill the batch with past groups of non-zero advantage (VL-Rethinker)")
+    replay_capacity: int = Field(64, ge=1, description="groups kept for replay")
+    replay_alpha: float = Field(1.0, ge=0, description="replay sampling probability proportional to |A|^alpha")
 
 
 class EvalConfig(Strict):
@@ -90,15 +135,32 @@ class Config(Strict):
     reward: list[RewardSpec] = [RewardSpec(fn="aha.rewards:numeric_answer")]
     rollout: RolloutConfig = RolloutConfig()
     train: TrainConfig = TrainConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 
     @model_validator(mode="after")
-    def _group_needs_two_samples(self) -> "Config":
+    def _consistent(self) -> "Config":
         # caught here rather than at the first step, after minutes of loading and eval
-        if self.train.advantage_scale == "std" and self.rollout.group_size < 2:
-            raise ValueError("rollout.group_size must be >= 2 with train.advantage_scale=std (a group's std needs two samples)")
+        a, G = self.algorithm, self.rollout.group_size
+        problems = []
+        if a.advantage == "grpo" and a.advantage_scale == "std" and G < 2:
+            problems.append("rollout.group_size must be >= 2 with algorithm.advantage_scale=std (a group's std needs two samples)")
+        if a.advantage == "rloo" and G < 2:
+            problems.append("rollout.group_size must be >= 2 with algorithm.advantage=rloo (the baseline is the other samples)")
+        if a.policy_loss == "pg" and (a.epochs > 1 or a.mini_batches > 1):
+            problems.append("algorithm.policy_loss=pg is on-policy only: use epochs=1 and mini_batches=1, or policy_loss=ppo")
+        if a.tis_cap is not None and a.old_logprobs != "trainer":
+            problems.append("algorithm.tis_cap needs algorithm.old_logprobs=trainer (the weight is pi_trainer / pi_engine)")
+        if (a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
+            problems.append("algorithm.ref_reset_every / ref_reset_kl need algorithm.kl_coef > 0 (there is no reference model)")
+        if a.replay and a.advantage == "gae":
+            problems.append("algorithm.replay does not work with advantage=gae (stored advantages go stale with the critic)")
+        if a.overlong_buffer > self.rollout.max_new_tokens:
+            problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 

@@ -26,17 +26,24 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state(state["numpy"])
 
 
-def save_checkpoint(root: Path, step: int, model, optimizer, trainer_state: dict, keep: int) -> Path:
+def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trainer_state: dict, keep: int,
+                    extra: dict | None = None) -> Path:
     """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
-    leaves a half-written checkpoint that resume would pick up; then prune old ones."""
+    leaves a half-written checkpoint that resume would pick up; then prune old ones.
+
+    modules: name -> nn.Module, each saved as NAME.safetensors; "model" (the policy) also
+    gets its config.json, so the folder loads as a model. optimizers and extra (picklable
+    training state such as a replay buffer) go into trainer.pt with the RNG states."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    save_model(model, str(tmp / "model.safetensors"))  # handles tied embeddings
-    model.config.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "rng": rng_state()}, tmp / "trainer.pt")
+    for name, module in modules.items():
+        save_model(module, str(tmp / f"{name}.safetensors"))  # handles tied embeddings
+    modules["model"].config.save_pretrained(tmp)
+    torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
+                "extra": extra or {}}, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
     if final.exists():
         shutil.rmtree(final)
@@ -53,17 +60,19 @@ def list_checkpoints(root: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def load_weights(model, folder: Path) -> None:
-    path = Path(folder) / "model.safetensors"
+def load_weights(model, folder: Path, name: str = "model") -> None:
+    path = Path(folder) / f"{name}.safetensors"
     if not path.is_file():
-        raise FileNotFoundError(f"{folder} is not a checkpoint: no model.safetensors")
+        raise FileNotFoundError(f"{folder} is not a checkpoint: no {name}.safetensors")
     load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
 
 
-def load_checkpoint(folder: Path, model, optimizer) -> dict:
-    """Restore weights, optimizer and RNG; return state.json (step, data cursor...)."""
-    load_weights(model, folder)
+def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict, dict]:
+    """Restore weights, optimizers and RNG; return (state.json, extra)."""
+    for name, module in modules.items():
+        load_weights(module, folder, name)
     blob = torch.load(folder / "trainer.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
+    for name, optimizer in optimizers.items():
+        optimizer.load_state_dict(blob["optimizers"][name])
     set_rng_state(blob["rng"])
-    return json.loads((folder / "state.json").read_text())
+    return json.loads((folder / "state.json").read_text()), blob["extra"]

@@ -21,7 +21,10 @@ from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
-from aha.training.step import collect, policy_update
+from aha.models.value import ValueModel
+from aha.training.replay import ReplayBuffer
+from aha.training.step import StepParts, run_step
+from aha.training.update import Learner, Shape
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,30 @@ class TrainSummary:
     accuracy_before: float | None
     accuracy_after: float | None
     train_seconds: float
+
+
+def build_learner(model, config: Config) -> Learner:
+    algo, train = config.algorithm, config.train
+    # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
+    ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    critic = critic_optimizer = None
+    if algo.advantage == "gae":
+        critic = ValueModel(model)
+        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=algo.critic_lr, betas=train.betas,
+                                             weight_decay=train.weight_decay)
+    return Learner(model, optimizer, ref_model, critic, critic_optimizer)
+
+
+def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:
+    """The modules and optimizers a checkpoint holds. The reference is saved only when
+    ProRL resets can move it away from the initial weights."""
+    modules, optimizers = {"model": learner.model}, {"policy": learner.optimizer}
+    if learner.critic is not None:
+        modules["critic"], optimizers["critic"] = learner.critic, learner.critic_optimizer
+    if learner.ref_model is not None and (config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl):
+        modules["reference"] = learner.ref_model
+    return modules, optimizers
 
 
 def seed_everything(seed: int) -> None:
@@ -63,20 +90,23 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     model, tokenizer = loaded.model, loaded.tokenizer
     dtype = resolve_dtype(config.train.dtype)
     log.info("model %s, compute dtype %s, %d train / %d held-out samples", loaded.name, dtype, len(task.train), len(task.eval))
-    ro = config.rollout
+    ro, algo = config.rollout, config.algorithm
     engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
-    # a coefficient of 0 means no reference model at all: no memory, no forward pass
-    ref_model = copy.deepcopy(model).requires_grad_(False) if config.train.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.train.lr, betas=config.train.betas,
-                                  weight_decay=config.train.weight_decay)
+    learner = build_learner(model, config)
     sampler = PromptSampler(task.train, config.seed)
+    replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
+    shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, dtype)
+    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay)
+    modules, optimizers = checkpointed(learner, config)
 
     start = 0
     accuracy_before = None
     if config.train.resume and checkpoints:
-        state = load_checkpoint(checkpoints[-1], model, optimizer)
+        state, extra = load_checkpoint(checkpoints[-1], modules, optimizers)
         start = state["step"]
         sampler.load_state(state["sampler"])
+        if replay is not None:
+            replay.load_state(extra["replay"])
         accuracy_before = state.get("accuracy_before")
         run.truncate_after(start)
         echo(f"resumed from {checkpoints[-1]} (step {start})")
@@ -94,25 +124,19 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     if start == 0 and config.eval.before:
         accuracy_before = held_out(0, "before training")
 
-    trainer_state = lambda step: {"sampler": sampler.state(), "accuracy_before": accuracy_before}
+    trainer_state = lambda: {"sampler": sampler.state(), "accuracy_before": accuracy_before}
     t_start = time.time()
     bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
     for step in bar:
-        t0 = time.time()
-        batch, examples = collect(engine, task, sampler, reward, ro, config.train)
-        t_gen = time.time() - t0
-        update = {}
-        if batch.rollouts is not None:
-            update = policy_update(model, ref_model, optimizer, batch, config.train, ro.group_size, ro.temperature, dtype)
-        seconds = time.time() - t0
-        record = {"step": step, **batch.stats, **update, "time/generate_s": t_gen, "time/step_s": seconds}
+        record, examples = run_step(parts, step)
         run.log_metrics(record)
         run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
-        bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{update.get('kl/ref', update.get('kl/old', 0.0)):.4f}",
-                         "len": f"{record['length/mean']:.0f}", "s/step": f"{seconds:.1f}"})
+        bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
+                         "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"})
         every = config.train.checkpoint_every
         if (every and step % every == 0) or step == config.train.steps:
-            save_checkpoint(run.checkpoints, step, model, optimizer, trainer_state(step), config.train.keep_checkpoints)
+            save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
+                            {"replay": replay.state()} if replay is not None else None)
         if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
             held_out(step, "during training")
     bar.close()

@@ -1,0 +1,26 @@
+"""A value model (critic) for PPO with GAE."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+
+class ValueModel(nn.Module):
+    """A copy of the policy's transformer with a scalar head, as in Open-Reasoner-Zero
+    (critic initialised from the base model). The head starts at zero, so the first
+    advantages are the plain returns and the critic learns from there."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.backbone = copy.deepcopy(policy.base_model).requires_grad_(True)
+        self.config = policy.config
+        self.head = nn.Linear(policy.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def values(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(N, T) value of the state before each completion token, 0 on padding."""
+        return self.head(hidden).squeeze(-1).float() * mask

@@ -1,0 +1,94 @@
+"""The first half of an RL step: sample groups of completions and score them."""
+
+from __future__ import annotations
+
+import torch
+
+from aha.algorithms import dither_rewards, overlong_penalty, zero_variance_groups
+from aha.config import AlgorithmConfig, RolloutConfig
+from aha.rewards import CompositeReward
+from aha.rollout import HFEngine, Rollouts
+from aha.tasks import PromptSampler, Task, encode_prompts
+from aha.training.batch import Batch, concat_batches, group_rows
+
+
+def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int) -> torch.Tensor:
+    """The verifier's score, then the length rules every sample of the run is judged by."""
+    if algo.truncated_reward is not None:
+        # an answer that never ends is not an answer (DAPO's overlong shaping, in its
+        # simplest form): this teaches the policy to stop, which also shortens steps
+        total = torch.where(rollouts.truncated, torch.tensor(algo.truncated_reward), total)
+    if algo.overlong_buffer:
+        total = total + overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer, algo.overlong_penalty)
+    return total
+
+
+def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward,
+            rollout: RolloutConfig, algo: AlgorithmConfig) -> tuple[Batch | None, dict, list[dict]]:
+    """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
+    advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
+    prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
+
+    Returns the kept batch (None if no group was kept), statistics over everything sampled,
+    and a few example records for samples.jsonl."""
+    G = rollout.group_size
+    kept: list[Batch] = []
+    raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0
+    zero_var = groups_seen = kept_groups = 0
+    examples: list[dict] = []
+    for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
+        prompts_needed = rollout.prompts_per_step - kept_groups
+        chosen = sampler.next(rollout.prompts_per_step)
+        prompts = encode_prompts(engine.tokenizer, task, chosen)
+        rollouts = engine.generate(prompts, group_size=G)
+        seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
+        result = reward.score(rollouts.texts, seq_samples)
+        rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens)
+        raw.append(result.total)
+        shaped.append(rewards)
+        lengths.append(rollouts.lengths())
+        truncated.append(rollouts.truncated.float())
+        failed += int(result.failed.sum())
+        for name, values in result.components.items():
+            components.setdefault(name, []).append(values)
+        if not examples:
+            examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i]["answer"],
+                         "completion": rollouts.texts[i], "reward": float(rewards[i]),
+                         **{k: float(v[i]) for k, v in result.components.items()}}
+                        for i in range(0, len(rollouts), max(1, G))]
+        if algo.reward_noise:
+            rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
+        baseline = None
+        if algo.advantage == "remax":
+            greedy = engine.generate(prompts, greedy=True)
+            greedy_score = reward.score(greedy.texts, chosen).total
+            baseline = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens).repeat_interleave(G)
+        grouped = rewards.view(-1, G)
+        informative = ~zero_variance_groups(grouped)
+        if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
+            informative |= (grouped != baseline.view(-1, G)).any(dim=1)
+        groups_seen += grouped.shape[0]
+        zero_var += int(zero_variance_groups(shaped[-1].view(-1, G)).sum())
+        keep = informative if algo.dynamic_sampling else torch.ones_like(informative)
+        keep_groups = keep.nonzero().view(-1)[:prompts_needed]
+        if len(keep_groups):
+            rows = group_rows(keep_groups, G)
+            kept.append(Batch(rollouts, rewards, baseline).select(rows))
+            kept_groups += len(keep_groups)
+        if kept_groups >= rollout.prompts_per_step:
+            break
+    all_shaped = torch.cat(shaped)
+    stats = {
+        "reward/mean": float(all_shaped.mean()),
+        "reward/std": float(all_shaped.std()) if len(all_shaped) > 1 else 0.0,
+        "reward/verifier_mean": float(torch.cat(raw).mean()),
+        **{f"reward/{k}": float(torch.cat(v).mean()) for k, v in components.items()},
+        "reward/failed": failed,
+        "length/mean": float(torch.cat(lengths).mean()),
+        "length/truncated_frac": float(torch.cat(truncated).mean()),
+        "groups/sampled": groups_seen,
+        "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
+        "groups/trained": kept_groups,
+    }
+    batch = concat_batches(kept, engine.pad_id) if kept else None
+    return batch, stats, examples

@@ -1,0 +1,61 @@
+"""From a scored batch to per-token advantages: wiring of the estimators in aha.algorithms."""
+
+from __future__ import annotations
+
+import torch
+
+from aha.algorithms import (
+    gae_advantages,
+    grpo_advantages,
+    kl_estimate,
+    ktae_token_weights,
+    masked_whiten,
+    outcome_token_rewards,
+    reinforce_pp_advantages,
+    remax_advantages,
+    rloo_advantages,
+)
+from aha.config import AlgorithmConfig
+from aha.training.batch import Batch
+
+
+def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) -> dict:
+    """Fill batch.advantages (and batch.returns for gae) in place; return statistics.
+
+    Needs batch.ref_logprobs when the KL penalty goes into the reward, and batch.old_values
+    for gae. Each sequence's reward sits on its last token; with kl_in=reward every token
+    also pays kl_coef * KL(sampling policy || reference) at that token."""
+    G = group_size
+    mask = batch.rollouts.completion_mask
+    token_rewards = outcome_token_rewards(batch.rewards, mask)
+    stats = {}
+    if algo.kl_coef > 0 and algo.kl_in == "reward":
+        kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator) * mask
+        token_rewards = token_rewards - algo.kl_coef * kl
+        stats["kl/ref"] = float(kl.sum() / mask.sum().clamp(min=1))
+    seq_rewards = token_rewards.sum(dim=1)
+    seq_adv = None
+    if algo.advantage == "grpo":
+        seq_adv = grpo_advantages(seq_rewards.view(-1, G), algo.advantage_scale).view(-1)
+    elif algo.advantage == "rloo":
+        seq_adv = rloo_advantages(seq_rewards.view(-1, G)).view(-1)
+    elif algo.advantage == "remax":
+        seq_adv = remax_advantages(seq_rewards.view(-1, G), batch.baseline.view(-1, G)[:, 0]).view(-1)
+    if seq_adv is not None:
+        advantages = seq_adv.unsqueeze(1) * mask
+        if algo.token_weighting == "ktae":
+            advantages = advantages * ktae_token_weights(batch.rollouts.completion_ids, mask, seq_adv, G, algo.ktae_alpha)
+    elif algo.advantage == "reinforce_pp":
+        advantages = reinforce_pp_advantages(token_rewards, mask, algo.gamma, G if algo.group_baseline else None)
+    elif algo.advantage == "gae":
+        advantages, batch.returns = gae_advantages(token_rewards, batch.old_values, mask, algo.gamma, algo.lam)
+        stats["value/mean"] = float(batch.old_values.sum() / mask.sum().clamp(min=1))
+    else:
+        raise ValueError(f"unknown advantage estimator {algo.advantage!r}")
+    if algo.whiten_advantages:
+        advantages = masked_whiten(advantages, mask)
+    batch.advantages = advantages
+    n = mask.sum().clamp(min=1)
+    stats["advantage/mean"] = float(advantages.sum() / n)
+    stats["advantage/abs_mean"] = float(advantages.abs().sum() / n)
+    return stats

@@ -1,0 +1,192 @@
+"""The second half of an RL step: gradient updates of the policy (and critic) on a batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from aha.algorithms import (
+    LossNorm,
+    aggregate,
+    cispo_loss,
+    clipped_surrogate,
+    clipped_value_loss,
+    gspo_surrogate,
+    kl_estimate,
+    policy_gradient_loss,
+)
+from aha.config import AlgorithmConfig
+from aha.training.batch import Batch, group_rows
+from aha.training.logprobs import rollout_hidden, token_stats
+from aha.training.precision import autocast
+
+
+@dataclass
+class Learner:
+    """What the update touches: the policy, its optimizer, and the optional reference and critic."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    ref_model: torch.nn.Module | None = None
+    critic: torch.nn.Module | None = None
+    critic_optimizer: torch.optim.Optimizer | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How to cut a batch for compute: fixed for the run."""
+
+    group_size: int
+    micro_batch_size: int  # rounded to whole groups
+    share_prompt: bool
+    temperature: float
+    dtype: torch.dtype
+
+    def micro_slices(self, n: int):
+        step = max(self.group_size, self.micro_batch_size // self.group_size * self.group_size)
+        return [slice(s, s + step) for s in range(0, n, step)]
+
+
+def _width(batch: Batch) -> int:
+    # drop columns that are padding in every row: they cost compute and carry nothing
+    used = batch.rollouts.completion_mask.sum(dim=0).nonzero()
+    return int(used.max()) + 1 if len(used) else 1
+
+
+@torch.no_grad()
+def forward_logprobs(model, batch: Batch, shape: Shape) -> torch.Tensor:
+    """(N, T) log-probs of the batch's completions under model (no gradient), at full width."""
+    ro, width = batch.rollouts, _width(batch)
+    out = torch.zeros_like(ro.sampling_logprobs)
+    model.eval()
+    for sl in shape.micro_slices(len(ro)):
+        with autocast(shape.dtype):
+            hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
+        out[sl, :width] = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
+                                      shape.temperature).logprobs
+    return out
+
+
+@torch.no_grad()
+def forward_values(critic, batch: Batch, shape: Shape) -> torch.Tensor:
+    """(N, T) critic values of the batch (no gradient), at full width."""
+    ro, width = batch.rollouts, _width(batch)
+    out = torch.zeros_like(ro.sampling_logprobs)
+    critic.eval()
+    for sl in shape.micro_slices(len(ro)):
+        with autocast(shape.dtype):
+            hidden = rollout_hidden(critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
+        out[sl, :width] = critic.values(hidden, ro.completion_mask[sl, :width])
+    return out
+
+
+def policy_loss(algo: AlgorithmConfig, logp, old, advantages, mask):
+    """Per-token loss and clip mask of the configured policy loss."""
+    if algo.policy_loss == "ppo":
+        return clipped_surrogate(logp, old, advantages, algo.clip_low, algo.clip_high, algo.dual_clip)
+    if algo.policy_loss == "gspo":
+        return gspo_surrogate(logp, old, advantages, mask, algo.clip_low, algo.clip_high)
+    if algo.policy_loss == "cispo":
+        return cispo_loss(logp, old, advantages, algo.clip_low, algo.clip_high)
+    if algo.policy_loss == "pg":
+        return policy_gradient_loss(logp, advantages)
+    raise ValueError(f"unknown policy loss {algo.policy_loss!r}")
+
+
+def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
+    mask = batch.rollouts.completion_mask[:, :width]
+    if algo.mask_truncated:  # DAPO's overlong filtering: cut-off answers teach nothing
+        mask = mask * (~batch.rollouts.truncated).float().unsqueeze(1)
+    return mask
+
+
+def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, max_grad_norm: float,
+                    loss_constant: float) -> dict:
+    """One optimizer step on a (mini-)batch, accumulated over micro-batches. Every logged
+    loss is the batch value of the term that was differentiated."""
+    ro, width = batch.rollouts, _width(batch)
+    mask = _loss_mask(batch, algo, width)
+    norm = LossNorm.of(mask, loss_constant)
+    n_tokens = max(norm.num_tokens, 1.0)
+    entropy_mode = "grad" if algo.entropy_coef else "detached"
+    kl_in_loss = learner.ref_model is not None and algo.kl_in == "loss"
+    totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy"], 0.0)
+    if kl_in_loss:
+        totals.update({"loss/kl": 0.0, "kl/ref": 0.0})
+    if learner.critic is not None:
+        totals.update({"loss/value": 0.0, "value/clip_frac": 0.0})
+    model = learner.model
+    model.train()
+    learner.optimizer.zero_grad(set_to_none=True)
+    if learner.critic is not None:
+        learner.critic.train()
+        learner.critic_optimizer.zero_grad(set_to_none=True)
+    for sl in shape.micro_slices(len(ro)):
+        m = mask[sl]
+        with autocast(shape.dtype):
+            hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
+        stats = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
+                            shape.temperature, entropy_mode)
+        logp, old = stats.logprobs, batch.old_logprobs[sl, :width]
+        loss_tok, clipped = policy_loss(algo, logp, old, batch.advantages[sl, :width], m)
+        if batch.is_weights is not None:
+            loss_tok = loss_tok * batch.is_weights[sl, :width]
+        pg = aggregate(loss_tok, m, algo.loss_agg, norm)
+        total = pg
+        entropy = aggregate(stats.entropy, m, algo.loss_agg, norm)
+        if algo.entropy_coef:
+            total = total - algo.entropy_coef * entropy
+        if kl_in_loss:
+            kl_tok = kl_estimate(logp, batch.ref_logprobs[sl, :width], algo.kl_estimator)
+            kl = aggregate(kl_tok, m, algo.loss_agg, norm)
+            total = total + algo.kl_coef * kl
+            totals["loss/kl"] += float(kl.detach())
+            totals["kl/ref"] += float((kl_tok.detach() * m).sum()) / n_tokens
+        total.backward()
+        totals["loss/total"] += float(total.detach())
+        totals["loss/policy"] += float(pg.detach())
+        totals["entropy"] += float((stats.entropy.detach() * m).sum()) / n_tokens
+        totals["policy/clip_frac"] += float((clipped.float() * m).sum()) / n_tokens
+        totals["policy/ratio_mean"] += float((torch.exp(logp.detach() - old) * m).sum()) / n_tokens
+        totals["kl/old"] += float((kl_estimate(logp.detach(), old, "k3") * m).sum()) / n_tokens
+        if learner.critic is not None:
+            with autocast(shape.dtype):
+                c_hidden = rollout_hidden(learner.critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
+            values = learner.critic.values(c_hidden, ro.completion_mask[sl, :width])
+            v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width], algo.value_clip)
+            v_loss = aggregate(v_tok, m, "token_mean", norm)
+            v_loss.backward()
+            totals["loss/value"] += float(v_loss.detach())
+            totals["value/clip_frac"] += float((v_clipped.float() * m).sum()) / n_tokens
+    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    learner.optimizer.step()
+    model.eval()
+    if learner.critic is not None:
+        totals["value/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(learner.critic.parameters(), max_grad_norm))
+        learner.critic_optimizer.step()
+        learner.critic.eval()
+    totals["tokens/trained"] = int(norm.num_tokens)
+    return totals
+
+
+def policy_update(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, max_grad_norm: float,
+                  loss_constant: float) -> dict:
+    """algo.epochs passes over the batch, each split into algo.mini_batches optimizer steps of
+    whole groups (shuffled between passes). The importance ratio is always taken against
+    batch.old_logprobs, fixed before the first step. Metrics are means over optimizer steps,
+    plus the first step's loss (on-policy: its ratio is 1 up to engine/trainer mismatch)."""
+    G = shape.group_size
+    num_groups = len(batch) // G
+    parts = min(algo.mini_batches, num_groups)
+    steps = []
+    for _ in range(algo.epochs):
+        order = torch.randperm(num_groups) if (algo.epochs > 1 or parts > 1) else torch.arange(num_groups)
+        for chunk in torch.tensor_split(order, parts):
+            mini = batch.select(group_rows(chunk, G))
+            steps.append(_optimizer_step(learner, mini, algo, shape, max_grad_norm, loss_constant))
+    metrics = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
+    metrics["tokens/trained"] = sum(s["tokens/trained"] for s in steps) // algo.epochs
+    metrics["loss/total_first_step"] = steps[0]["loss/total"]
+    metrics["optimizer_steps"] = len(steps)
+    return metrics

@@ -157,6 +157,8 @@ class Config(Strict):
             problems.append("algorithm.ref_reset_every / ref_reset_kl need algorithm.kl_coef > 0 (there is no reference model)")
         if a.replay and a.advantage == "gae":
             problems.append("algorithm.replay does not work with advantage=gae (stored advantages go stale with the critic)")
+        if a.token_weighting == "ktae" and a.advantage not in ("grpo", "rloo", "remax"):
+            problems.append("algorithm.token_weighting=ktae needs a sequence-level advantage (grpo, rloo or remax)")
         if a.overlong_buffer > self.rollout.max_new_tokens:
             problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         if problems:

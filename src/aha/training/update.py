@@ -55,30 +55,30 @@ def _width(batch: Batch) -> int:
 
 
 @torch.no_grad()
+def _per_token(batch: Batch, shape: Shape, module, backbone, head) -> torch.Tensor:
+    """(N, T) head(hidden, rows, width) over the batch in micro-batches, without gradient."""
+    ro, width = batch.rollouts, _width(batch)
+    out = torch.zeros_like(ro.sampling_logprobs)
+    module.eval()
+    for sl in shape.micro_slices(len(ro)):
+        with autocast(shape.dtype):
+            hidden = rollout_hidden(backbone, ro, sl, width, shape.group_size, shape.share_prompt)
+        out[sl, :width] = head(hidden, sl, width)
+    return out
+
+
 def forward_logprobs(model, batch: Batch, shape: Shape) -> torch.Tensor:
-    """(N, T) log-probs of the batch's completions under model (no gradient), at full width."""
-    ro, width = batch.rollouts, _width(batch)
-    out = torch.zeros_like(ro.sampling_logprobs)
-    model.eval()
-    for sl in shape.micro_slices(len(ro)):
-        with autocast(shape.dtype):
-            hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
-        out[sl, :width] = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
-                                      shape.temperature).logprobs
-    return out
+    """(N, T) log-probs of the batch's completions under model (no gradient)."""
+    ro = batch.rollouts
+    head = lambda hidden, sl, w: token_stats(model, hidden, ro.completion_ids[sl, :w], ro.completion_mask[sl, :w],
+                                             shape.temperature).logprobs
+    return _per_token(batch, shape, model, model.base_model, head)
 
 
-@torch.no_grad()
 def forward_values(critic, batch: Batch, shape: Shape) -> torch.Tensor:
-    """(N, T) critic values of the batch (no gradient), at full width."""
-    ro, width = batch.rollouts, _width(batch)
-    out = torch.zeros_like(ro.sampling_logprobs)
-    critic.eval()
-    for sl in shape.micro_slices(len(ro)):
-        with autocast(shape.dtype):
-            hidden = rollout_hidden(critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
-        out[sl, :width] = critic.values(hidden, ro.completion_mask[sl, :width])
-    return out
+    """(N, T) critic values of the batch (no gradient)."""
+    head = lambda hidden, sl, w: critic.values(hidden, batch.rollouts.completion_mask[sl, :w])
+    return _per_token(batch, shape, critic, critic.backbone, head)
 
 
 def policy_loss(algo: AlgorithmConfig, logp, old, advantages, mask):

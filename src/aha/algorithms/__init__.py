@@ -25,10 +25,8 @@ from aha.algorithms.losses import (
     entropy_from_logits,
     gspo_surrogate,
     kl_estimate,
-    kl_k3,
     policy_gradient_loss,
     sequence_log_ratio,
-    token_mean,
     truncated_is_weights,
 )
 from aha.algorithms.shaping import dither_rewards, outcome_token_rewards, overlong_penalty, replay_priorities
@@ -36,8 +34,8 @@ from aha.algorithms.shaping import dither_rewards, outcome_token_rewards, overlo
 __all__ = [
     "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
     "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "gae_advantages",
-    "grpo_advantages", "gspo_surrogate", "kl_estimate", "kl_k3", "ktae_token_weights", "masked_whiten",
+    "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_whiten",
     "outcome_token_rewards", "overlong_penalty", "policy_gradient_loss", "reinforce_pp_advantages",
-    "remax_advantages", "replay_priorities", "rloo_advantages", "sequence_log_ratio", "token_mean",
-    "truncated_is_weights", "zero_variance_groups",
+    "remax_advantages", "replay_priorities", "rloo_advantages", "sequence_log_ratio", "truncated_is_weights",
+    "zero_variance_groups",
 ]

@@ -94,11 +94,6 @@ def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = 
     raise ValueError(f"unknown KL estimator {kind!r}; choose one of {KL_ESTIMATORS}")
 
 
-def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
-    """k3 estimator; see kl_estimate."""
-    return kl_estimate(logprobs, ref_logprobs, "k3")
-
-
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of softmax(logits) over the last dimension: logsumexp(l) - sum softmax(l) * l."""
     return torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
@@ -159,9 +154,3 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, norm: LossNor
         return masked.sum() / max(norm.num_seqs * norm.constant, 1.0)
     raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {AGGREGATIONS}")
 
-
-def token_mean(values: torch.Tensor, mask: torch.Tensor, num_tokens: float | None = None) -> torch.Tensor:
-    """Sum over valid tokens / token count; pass num_tokens = the whole batch's count when
-    the batch is split into micro-batches."""
-    total = float(mask.sum()) if num_tokens is None else num_tokens
-    return aggregate(values, mask, "token_mean", LossNorm(total, 0.0, 0.0))

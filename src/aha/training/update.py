@@ -134,9 +134,8 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             loss_tok = loss_tok * batch.is_weights[sl, :width]
         pg = aggregate(loss_tok, m, algo.loss_agg, norm)
         total = pg
-        entropy = aggregate(stats.entropy, m, algo.loss_agg, norm)
         if algo.entropy_coef:
-            total = total - algo.entropy_coef * entropy
+            total = total - algo.entropy_coef * aggregate(stats.entropy, m, algo.loss_agg, norm)
         if kl_in_loss:
             kl_tok = kl_estimate(logp, batch.ref_logprobs[sl, :width], algo.kl_estimator)
             kl = aggregate(kl_tok, m, algo.loss_agg, norm)

@@ -40,6 +40,7 @@ class RewardSpec(Strict):
     fn: str = Field(description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
     weight: float = 1.0
     name: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
 
 
 class RolloutConfig(Strict):

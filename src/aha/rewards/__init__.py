@@ -4,7 +4,15 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 """
 
 from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
-from aha.rewards.verifiers import extract_answer, format_reward, numeric_answer
+from aha.rewards.verifiers import (
+    exact_match,
+    extract_answer,
+    format_reward,
+    math_answer,
+    multiple_choice,
+    numeric_answer,
+    regex_match,
+)
 
 __all__ = [
     "CompositeReward",
@@ -15,4 +23,8 @@ __all__ = [
     "extract_answer",
     "format_reward",
     "numeric_answer",
+    "math_answer",
+    "multiple_choice",
+    "exact_match",
+    "regex_match",
 ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import inspect
 import logging
 import sys
 from dataclasses import dataclass
@@ -17,7 +19,14 @@ from aha.config import RewardSpec
 log = logging.getLogger(__name__)
 
 RewardFn = Callable[[str, dict], "float | dict[str, float]"]
-SHORT_NAMES = {"numeric_answer": "aha.rewards:numeric_answer", "format": "aha.rewards:format_reward"}
+SHORT_NAMES = {
+    "numeric_answer": "aha.rewards:numeric_answer",
+    "math_answer": "aha.rewards:math_answer",
+    "multiple_choice": "aha.rewards:multiple_choice",
+    "exact_match": "aha.rewards:exact_match",
+    "regex_match": "aha.rewards:regex_match",
+    "format": "aha.rewards:format_reward",
+}
 
 
 class RewardError(ValueError):
@@ -103,12 +112,24 @@ class CompositeReward:
             log.warning("reward %s raised on sample %s (scored as failed): %s: %s", name, sample_id, type(err).__name__, err)
 
 
+def _with_args(fn: Callable, args: dict, key: str) -> Callable:
+    """fn(completion, sample, **args); unknown argument names are a config error now, not a
+    failure on every sample later."""
+    try:
+        inspect.signature(fn).bind("completion", {}, **args)
+    except TypeError as err:
+        raise RewardError(f"{key}: {err}") from None
+    return functools.partial(fn, **args)
+
+
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".") -> CompositeReward:
     if not specs:
         raise RewardError("reward: at least one reward function is required")
     fns = []
     for i, spec in enumerate(specs):
         fn = resolve_function(spec.fn, key=f"reward[{i}].fn", base_dir=base_dir)
+        if spec.args:
+            fn = _with_args(fn, spec.args, key=f"reward[{i}].args")
         name = spec.name or spec.fn.rpartition(":")[2]
         if any(name == other for other, _, _ in fns):
             raise RewardError(f"reward[{i}]: two rewards are named {name!r}; set reward[{i}].name")

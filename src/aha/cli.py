@@ -1,4 +1,4 @@
-"""The `aha` command: train and eval (audit, report, bench come with later issues)."""
+"""The `aha` command: train, eval, audit (report and bench come with later issues)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,14 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=tiny eval.limit=50")
     ev.add_argument("--checkpoint", help="a checkpoints/step-N folder whose weights replace the model's")
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
+    au = sub.add_parser("audit", help="check a reward against labelled completions")
+    au.add_argument("what", choices=["reward"], help="what to audit")
+    au.add_argument("config", help="YAML config whose `reward` list is audited")
+    au.add_argument("overrides", nargs="*", help="dotted overrides, e.g. \"reward=[{fn: math_answer}]\"")
+    au.add_argument("--labels", required=True, help="JSONL of {completion, reference, label}, e.g. data/audit/math_answers.jsonl")
+    au.add_argument("--threshold", type=float, default=0.5, help="a total reward >= this counts as accepted")
+    au.add_argument("--examples", type=int, default=3, help="examples of each error kind to print")
+    au.add_argument("--output", help="write the false positives and negatives to this JSONL file")
     return parser
 
 
@@ -34,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
             from aha.training.rl import train
 
             train(config)
+        elif args.command == "audit":
+            _audit(config, args)
         else:
             _eval(config, args.checkpoint, args.output)
     except (ConfigError, TaskError, RewardError, FileNotFoundError) as err:  # ModelNotFound is one
@@ -67,6 +77,23 @@ def _eval(config, checkpoint: str | None, output: str | None) -> None:
         Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
     source = checkpoint or loaded.name
     print(f"{source} on {task.name}: held-out greedy accuracy {result.accuracy:.1%} ({result.n} problems)")
+
+
+def _audit(config, args) -> None:
+    import json
+    from pathlib import Path
+
+    from aha.rewards import build_reward
+    from aha.rewards.audit import audit_reward, format_audit, load_labels
+
+    reward = build_reward(config.reward, config.base_dir)
+    result = audit_reward(reward, load_labels(args.labels), args.threshold)
+    name = " + ".join(f"{w:g}*{n}" for n, _, w in reward.fns)
+    print(format_audit(result, name, args.examples))
+    if args.output:
+        rows = [{"error": "false_positive", **r} for r in result.false_positives]
+        rows += [{"error": "false_negative", **r} for r in result.false_negatives]
+        Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 if __name__ == "__main__":

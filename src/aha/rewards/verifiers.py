@@ -46,18 +46,16 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     symbolic expressions (1/2 = 0.5 = \\frac{2}{4}, x+1 = 1+x, (1,2] as an interval).
 
     Only the final answer is compared (last \\boxed{}, <answer>, "Answer:" line, else the
-    last number), so listing many candidate values earns nothing."""
+    last expression math-verify finds), so listing many candidate values earns nothing."""
     from math_verify import parse, verify
 
-    span = final_answer(completion)
-    if span is None:
-        span = last_number(completion)
-    if span is None:
-        return 0.0
     gold = parse(_as_latex(str(sample["answer"])), parsing_timeout=timeout_seconds)
     if not any(not isinstance(g, str) for g in gold):  # only the raw text came back: not math
         raise ValueError(f"reference answer {sample['answer']!r} could not be parsed as math")
-    predicted = parse(_as_latex(span), parsing_timeout=timeout_seconds)
+    span = final_answer(completion)
+    # no explicit final answer: math-verify's own extraction takes the last expression
+    text = _as_latex(span) if span is not None else completion.strip().rstrip(".")  # "... is 3/5." is 3/5
+    predicted = parse(text, parsing_timeout=timeout_seconds)
     return 1.0 if predicted and verify(gold, predicted, timeout_seconds=timeout_seconds) else 0.0
 
 

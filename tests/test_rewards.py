@@ -73,3 +73,26 @@ def test_reward_module_with_syntax_error_names_the_key(tmp_path):
     (tmp_path / "broken.py").write_text("def fn(:\n")
     with pytest.raises(RewardError, match=r"reward\[0\]\.fn: cannot import 'broken\.py': SyntaxError"):
         build_reward([RewardSpec(fn="broken.py:fn")], tmp_path)
+
+
+def test_gates_and_products_in_composition():
+    from aha.config import RewardSpec
+    from aha.rewards import build_reward
+
+    reward = build_reward([
+        RewardSpec(fn="numeric_answer", weight=1.0),
+        RewardSpec(fn="format", weight=0.5),
+        RewardSpec(fn="think_answer_format", combine="gate"),
+        RewardSpec(fn="length_limit", combine="product", args={"max_words": 6}),
+    ])
+    completions = [
+        "<think>6*7</think><answer>42</answer>",  # right and well-formed: 1 (`format` wants a closing number: +0)
+        "<think>6*7</think> 42",  # right answer but the gate fails: 0
+        "<think>" + "hmm " * 10 + "</think><answer>42</answer>",  # too long: product zeroes it
+    ]
+    result = reward.score(completions, [{"answer": "42"}] * 3)
+    assert result.total.tolist() == [1.0, 0.0, 0.0]
+    # every component is still logged on its own, unweighted
+    assert result.components["numeric_answer"].tolist() == [1.0, 1.0, 1.0]
+    assert result.components["think_answer_format"].tolist() == [1.0, 0.0, 1.0]
+    assert result.components["length_limit"].tolist() == [1.0, 1.0, 0.0]

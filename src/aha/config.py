@@ -41,6 +41,8 @@ class RewardSpec(Strict):
     weight: float = 1.0
     name: str | None = None
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
+    combine: Literal["sum", "product", "gate"] = Field("sum", description="sum: add weight * value; product: multiply the total; gate: zero the total unless value >= gate_min")
+    gate_min: float = Field(1.0, description="combine=gate: the value a gate needs to pass")
 
 
 class RolloutConfig(Strict):

@@ -4,6 +4,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 """
 
 from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
+from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.verifiers import (
     exact_match,
     extract_answer,
@@ -27,4 +28,7 @@ __all__ = [
     "multiple_choice",
     "exact_match",
     "regex_match",
+    "think_answer_format",
+    "json_format",
+    "length_limit",
 ]

@@ -26,6 +26,9 @@ SHORT_NAMES = {
     "exact_match": "aha.rewards:exact_match",
     "regex_match": "aha.rewards:regex_match",
     "format": "aha.rewards:format_reward",
+    "think_answer_format": "aha.rewards:think_answer_format",
+    "json_format": "aha.rewards:json_format",
+    "length_limit": "aha.rewards:length_limit",
 }
 
 
@@ -76,22 +79,31 @@ def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = "
 
 
 class CompositeReward:
-    """total = sum_i weight_i * fn_i(completion, sample); a dict-valued fn adds one
-    component per key (weighted by its spec's weight).
+    """Combine reward functions; each is logged as its own component (unweighted).
 
-    A function that raises scores that sample 0 for its component and marks it failed; the
-    error is logged once per (function, sample id) and the run goes on."""
+    total = (sum over "sum" functions of weight * value)
+            * (product over "product" functions of value)
+            * (product over "gate" functions of [value >= gate_min]).
+    A gate ("format must pass before correctness counts") zeroes the total when it fails.
+    A dict-valued function adds one component per key; in a product or gate its parts are
+    summed first.
 
-    def __init__(self, fns: list[tuple[str, RewardFn, float]]):
+    A function that raises scores that sample 0 for its component (so a raising gate
+    closes) and marks it failed; the error is logged once per (function, sample id) and
+    the run goes on."""
+
+    def __init__(self, fns: list[tuple[str, RewardFn, float]], combine: list[tuple[str, float]] | None = None):
         self.fns = fns
+        self.combine = combine or [("sum", 1.0)] * len(fns)  # (mode, gate_min) per function
         self._reported: set[tuple[str, str]] = set()
 
     def score(self, completions: list[str], samples: list[dict]) -> RewardResult:
         n = len(completions)
-        total = torch.zeros(n)
+        summed = torch.zeros(n)
+        factor = torch.ones(n)
         failed = torch.zeros(n, dtype=torch.bool)
         components: dict[str, torch.Tensor] = {}
-        for name, fn, weight in self.fns:
+        for (name, fn, weight), (mode, gate_min) in zip(self.fns, self.combine):
             for i, (completion, sample) in enumerate(zip(completions, samples)):
                 try:
                     value = fn(completion, sample)
@@ -99,11 +111,17 @@ class CompositeReward:
                 except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
                     self._report(name, sample, err)
                     failed[i] = True
-                    continue
+                    parts = {}
                 for part, v in parts.items():
                     components.setdefault(part, torch.zeros(n))[i] = v
-                    total[i] += weight * v
-        return RewardResult(total, components, failed)
+                value = sum(parts.values()) if parts else 0.0
+                if mode == "sum":
+                    summed[i] += weight * value
+                elif mode == "product":
+                    factor[i] *= value
+                else:  # gate
+                    factor[i] *= float(bool(parts) and value >= gate_min)
+        return RewardResult(summed * factor, components, failed)
 
     def _report(self, name: str, sample: dict, err: Exception) -> None:
         sample_id = str(sample.get("id", "?"))
@@ -134,4 +152,4 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".") -> Composi
         if any(name == other for other, _, _ in fns):
             raise RewardError(f"reward[{i}]: two rewards are named {name!r}; set reward[{i}].name")
         fns.append((name, fn, spec.weight))
-    return CompositeReward(fns)
+    return CompositeReward(fns, [(spec.combine, spec.gate_min) for spec in specs])

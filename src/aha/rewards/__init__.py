@@ -5,6 +5,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 
 from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
 from aha.rewards.formats import json_format, length_limit, think_answer_format
+from aha.rewards.reference import bleu, chrf, rouge_l
 from aha.rewards.verifiers import (
     exact_match,
     extract_answer,
@@ -31,4 +32,7 @@ __all__ = [
     "think_answer_format",
     "json_format",
     "length_limit",
+    "bleu",
+    "chrf",
+    "rouge_l",
 ]

@@ -29,6 +29,9 @@ SHORT_NAMES = {
     "think_answer_format": "aha.rewards:think_answer_format",
     "json_format": "aha.rewards:json_format",
     "length_limit": "aha.rewards:length_limit",
+    "bleu": "aha.rewards:bleu",
+    "chrf": "aha.rewards:chrf",
+    "rouge_l": "aha.rewards:rouge_l",
 }
 
 

@@ -6,6 +6,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
 from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.reference import bleu, chrf, rouge_l
+from aha.rewards.shaping import calibration_reward, length_penalty, stated_confidence, target_length_bonus
 from aha.rewards.verifiers import (
     exact_match,
     extract_answer,
@@ -35,4 +36,8 @@ __all__ = [
     "bleu",
     "chrf",
     "rouge_l",
+    "length_penalty",
+    "target_length_bonus",
+    "calibration_reward",
+    "stated_confidence",
 ]

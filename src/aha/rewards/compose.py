@@ -32,6 +32,9 @@ SHORT_NAMES = {
     "bleu": "aha.rewards:bleu",
     "chrf": "aha.rewards:chrf",
     "rouge_l": "aha.rewards:rouge_l",
+    "length_penalty": "aha.rewards:length_penalty",
+    "target_length_bonus": "aha.rewards:target_length_bonus",
+    "calibration": "aha.rewards:calibration_reward",
 }
 
 

@@ -10,6 +10,7 @@ from aha.algorithms import (
     gae_advantages,
     grpo_advantages,
     ktae_token_weights,
+    masked_mean,
     masked_whiten,
     reinforce_pp_advantages,
     remax_advantages,
@@ -140,3 +141,10 @@ def test_ktae_on_a_flat_group_changes_nothing():
     assert torch.equal(w, torch.ones(2, 2))
     with pytest.raises(ValueError, match="alpha must be in"):
         ktae_token_weights(ids, torch.ones(2, 2), torch.zeros(2), group_size=2, alpha=2.0)
+
+
+def test_masked_mean():
+    values = torch.tensor([[1.0, 3.0, 99.0], [5.0, 99.0, 99.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert float(masked_mean(values, mask)) == 3.0
+    assert float(masked_mean(values, torch.zeros_like(mask))) == 0.0

@@ -8,6 +8,7 @@ from aha.algorithms.advantages import (
     gae_advantages,
     grpo_advantages,
     ktae_token_weights,
+    masked_mean,
     masked_whiten,
     reinforce_pp_advantages,
     remax_advantages,
@@ -34,7 +35,7 @@ from aha.algorithms.shaping import dither_rewards, outcome_token_rewards, overlo
 __all__ = [
     "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
     "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "gae_advantages",
-    "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_whiten",
+    "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_mean", "masked_whiten",
     "outcome_token_rewards", "overlong_penalty", "policy_gradient_loss", "reinforce_pp_advantages",
     "remax_advantages", "replay_priorities", "rloo_advantages", "sequence_log_ratio", "truncated_is_weights",
     "zero_variance_groups",

@@ -65,6 +65,11 @@ def zero_variance_groups(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) == 0
 
 
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of values over the valid positions of mask (0 when there are none)."""
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """(x - mean) / std over the valid tokens of the whole batch (unbiased std); padding -> 0."""
     n = mask.sum()

@@ -5,6 +5,7 @@ text, not tokens). Each is fn(completion, sample, **args) -> float."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from aha.rewards.extract import tagged
 
@@ -21,10 +22,15 @@ def length_penalty(completion: str, sample: dict, limit_words: int, coef: float 
     return -coef * min(_words(completion) / limit_words, 1.0)
 
 
-def _verify(completion: str, sample: dict, verifier: str) -> float:
+@lru_cache(maxsize=None)
+def _verifier(name: str):
     from aha.rewards.compose import resolve_function
 
-    return float(resolve_function(verifier, key="reward.args.verifier")(completion, sample))
+    return resolve_function(name, key="reward.args.verifier")
+
+
+def _verify(completion: str, sample: dict, verifier: str) -> float:
+    return float(_verifier(verifier)(completion, sample))
 
 
 def target_length_bonus(completion: str, sample: dict, target_words: int, bonus: float = 0.5,

@@ -9,6 +9,7 @@ from aha.algorithms import (
     grpo_advantages,
     kl_estimate,
     ktae_token_weights,
+    masked_mean,
     masked_whiten,
     outcome_token_rewards,
     reinforce_pp_advantages,
@@ -32,7 +33,7 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     if algo.kl_coef > 0 and algo.kl_in == "reward":
         kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator) * mask
         token_rewards = token_rewards - algo.kl_coef * kl
-        stats["kl/ref"] = float(kl.sum() / mask.sum().clamp(min=1))
+        stats["kl/ref"] = float(masked_mean(kl, mask))
     seq_rewards = token_rewards.sum(dim=1)
     seq_adv = None
     if algo.advantage == "grpo":
@@ -49,13 +50,12 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         advantages = reinforce_pp_advantages(token_rewards, mask, algo.gamma, G if algo.group_baseline else None)
     elif algo.advantage == "gae":
         advantages, batch.returns = gae_advantages(token_rewards, batch.old_values, mask, algo.gamma, algo.lam)
-        stats["value/mean"] = float(batch.old_values.sum() / mask.sum().clamp(min=1))
+        stats["value/mean"] = float(masked_mean(batch.old_values, mask))
     else:
         raise ValueError(f"unknown advantage estimator {algo.advantage!r}")
     if algo.whiten_advantages:
         advantages = masked_whiten(advantages, mask)
     batch.advantages = advantages
-    n = mask.sum().clamp(min=1)
-    stats["advantage/mean"] = float(advantages.sum() / n)
-    stats["advantage/abs_mean"] = float(advantages.abs().sum() / n)
+    stats["advantage/mean"] = float(masked_mean(advantages, mask))
+    stats["advantage/abs_mean"] = float(masked_mean(advantages.abs(), mask))
     return stats

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import replay_priorities
+from aha.algorithms import masked_mean, replay_priorities
 from aha.training.batch import Batch, concat_batches, group_rows
 
 
@@ -37,7 +37,7 @@ class ReplayBuffer:
         missing = min(groups_wanted - have, len(self.groups))
         if missing <= 0:
             return batch, 0
-        priority = torch.stack([g.advantages.abs().sum() / g.rollouts.completion_mask.sum().clamp(min=1) for g in self.groups])
+        priority = torch.stack([masked_mean(g.advantages.abs(), g.rollouts.completion_mask) for g in self.groups])
         picked = torch.multinomial(replay_priorities(priority, self.alpha), missing, replacement=False).tolist()
         replayed = [self.groups[i] for i in picked]
         fresh = [] if batch is None else [Batch(batch.rollouts, batch.rewards, batch.baseline, batch.advantages)]

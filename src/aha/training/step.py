@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aha.algorithms import truncated_is_weights
+from aha.algorithms import masked_mean, truncated_is_weights
 from aha.config import Config
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine
@@ -55,8 +55,8 @@ def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
     engine_logp = batch.rollouts.sampling_logprobs
     if algo.old_logprobs == "trainer":
         batch.old_logprobs = forward_logprobs(learner.model, batch, shape)
-        mask = batch.rollouts.completion_mask
-        stats["logprobs/engine_trainer_abs_diff"] = float(((batch.old_logprobs - engine_logp).abs() * mask).sum() / mask.sum().clamp(min=1))
+        diff = (batch.old_logprobs - engine_logp).abs()
+        stats["logprobs/engine_trainer_abs_diff"] = float(masked_mean(diff, batch.rollouts.completion_mask))
         if algo.tis_cap is not None:
             batch.is_weights = truncated_is_weights(batch.old_logprobs, engine_logp, algo.tis_cap)
     else:

@@ -108,7 +108,6 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     ro, width = batch.rollouts, _width(batch)
     mask = _loss_mask(batch, algo, width)
     norm = LossNorm.of(mask, loss_constant)
-    n_tokens = max(norm.num_tokens, 1.0)
     entropy_mode = "grad" if algo.entropy_coef else "detached"
     kl_in_loss = learner.ref_model is not None and algo.kl_in == "loss"
     totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy"], 0.0)
@@ -124,6 +123,8 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         learner.critic_optimizer.zero_grad(set_to_none=True)
     for sl in shape.micro_slices(len(ro)):
         m = mask[sl]
+        # this micro-batch's share of a token mean over the whole (mini-)batch, for logging
+        batch_mean = lambda values: float(aggregate(values.detach().float(), m, "token_mean", norm))
         with autocast(shape.dtype):
             hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
         stats = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
@@ -141,14 +142,14 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             kl = aggregate(kl_tok, m, algo.loss_agg, norm)
             total = total + algo.kl_coef * kl
             totals["loss/kl"] += float(kl.detach())
-            totals["kl/ref"] += float((kl_tok.detach() * m).sum()) / n_tokens
+            totals["kl/ref"] += batch_mean(kl_tok)
         total.backward()
         totals["loss/total"] += float(total.detach())
         totals["loss/policy"] += float(pg.detach())
-        totals["entropy"] += float((stats.entropy.detach() * m).sum()) / n_tokens
-        totals["policy/clip_frac"] += float((clipped.float() * m).sum()) / n_tokens
-        totals["policy/ratio_mean"] += float((torch.exp(logp.detach() - old) * m).sum()) / n_tokens
-        totals["kl/old"] += float((kl_estimate(logp.detach(), old, "k3") * m).sum()) / n_tokens
+        totals["entropy"] += batch_mean(stats.entropy)
+        totals["policy/clip_frac"] += batch_mean(clipped)
+        totals["policy/ratio_mean"] += batch_mean(torch.exp(logp - old))
+        totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
         if learner.critic is not None:
             with autocast(shape.dtype):
                 c_hidden = rollout_hidden(learner.critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
@@ -157,7 +158,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             v_loss = aggregate(v_tok, m, "token_mean", norm)
             v_loss.backward()
             totals["loss/value"] += float(v_loss.detach())
-            totals["value/clip_frac"] += float((v_clipped.float() * m).sum()) / n_tokens
+            totals["value/clip_frac"] += batch_mean(v_clipped)
     totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
     learner.optimizer.step()
     model.eval()

@@ -1,0 +1,139 @@
+"""The code sandbox: real programs, real tests, and programs that try to break out."""
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from aha.rewards.code import SandboxError, SandboxLimits, code_tests, extract_code, run_python, sandbox_support
+
+MISSING = sandbox_support()
+confined = pytest.mark.skipif(bool(MISSING), reason=f"no full sandbox on this machine: {MISSING}")
+
+ADD = "def add(a, b):\n    return a + b\n"
+FAST = SandboxLimits(wall_s=5.0, test_s=1.0)
+
+
+def test_extracts_the_last_fenced_block():
+    completion = "Try:\n```python\nx = 1\n```\nBetter:\n```py\ndef f():\n    return 2\n```\nDone."
+    assert extract_code(completion) == "def f():\n    return 2\n"
+    assert extract_code("def f(): return 3") == "def f(): return 3"
+
+
+@confined
+def test_partial_credit_by_tests_passed():
+    tests = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 5"]
+    result = run_python(ADD, tests, limits=FAST)
+    assert (result.passed, result.total) == (2, 3)
+    assert result.errors[2].startswith("AssertionError")
+    sample = {"tests": tests}
+    assert code_tests(f"Here it is:\n```python\n{ADD}```", sample) == pytest.approx(2 / 3)
+    assert code_tests(f"```python\n{ADD}```", sample, partial_credit=False) == 0.0
+
+
+@confined
+def test_stdin_stdout_tests_and_setup_code():
+    program = "n = int(input())\nprint(n * 2)\n"
+    result = run_python(program, [{"input": "3", "output": "6"}, {"input": "4\n", "output": "8\n\n"}, {"input": "5", "output": "11"}])
+    assert result.passed == 2 and "wrong output" in result.errors[2]
+    result = run_python("def root(x):\n    return math.sqrt(x)\n", ["assert root(9) == 3"], setup="import math")
+    assert result.passed == 1
+
+
+@confined
+def test_threads_still_work_inside():
+    program = "import threading\nout = []\nt = threading.Thread(target=lambda: out.append(1))\nt.start(); t.join()\n"
+    assert run_python(program, ["assert out == [1]"], limits=FAST).passed == 1
+
+
+@confined
+@pytest.mark.parametrize("name,program", [
+    ("tcp", "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)\n"),
+    ("udp", "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x', ('8.8.8.8', 53))\n"),
+    ("unix", "import socket\nsocket.socket(socket.AF_UNIX).connect('/run/docker.sock')\n"),
+    ("raw syscall", "import ctypes\nassert ctypes.CDLL(None).socket(2, 1, 0) >= 0\n"),
+])
+def test_no_network(name, program):
+    result = run_python(program, ["assert True"], limits=FAST)
+    assert result.passed == 0, name
+    assert "Permission denied" in result.errors[0] or "AssertionError" in result.errors[0], result.errors
+
+
+@confined
+def test_fork_bomb_and_subprocesses_are_refused():
+    bomb = "import os\nwhile True:\n    os.fork()\n"
+    result = run_python(bomb, ["assert True"], limits=FAST)
+    assert result.passed == 0 and "Resource temporarily unavailable" in result.errors[0]
+    shell = "import subprocess\nsubprocess.run(['true'])\n"
+    assert run_python(shell, ["assert True"], limits=FAST).passed == 0
+
+
+@confined
+def test_writes_outside_the_scratch_folder_are_denied_and_inside_allowed():
+    with tempfile.TemporaryDirectory() as host:  # a folder the host owns and could write
+        target = Path(host) / "pwned.txt"
+        for path in (target, Path("/tmp/aha-sandbox-pwned"), Path("/dev/shm/aha-pwned"), Path.cwd() / "pwned.txt"):
+            result = run_python(f"open({str(path)!r}, 'w').write('x')\n", ["assert True"], limits=FAST)
+            assert result.passed == 0 and "Permission denied" in result.errors[0], (path, result.errors)
+            assert not path.exists()
+        inside = "open('notes.txt', 'w').write('ok')\nimport os\nos.makedirs('sub/dir')\n"
+        assert run_python(inside, ["assert open('notes.txt').read() == 'ok'"], limits=FAST).passed == 1
+
+
+@confined
+def test_cannot_signal_processes_outside():
+    victim = subprocess.Popen(["sleep", "30"])
+    try:
+        program = f"import os, signal\nos.kill({victim.pid}, signal.SIGKILL)\n"
+        result = run_python(program, ["assert True"], limits=FAST)
+        assert result.passed == 0 and "Operation not permitted" in result.errors[0]
+        assert victim.poll() is None  # still alive
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+@confined
+def test_sleep_forever_is_killed_and_earlier_tests_still_count():
+    program = ADD + "import time\n"
+    tests = ["assert add(1, 1) == 2", "time.sleep(1000)", "assert add(2, 3) == 5"]
+    result = run_python(program, tests, limits=SandboxLimits(wall_s=5.0, test_s=0.5))
+    assert result.passed == 2 and "timed out" in result.errors[1]
+    # a program that ignores the per-test alarm is killed by the wall clock
+    stubborn = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    result = run_python(stubborn, ["assert True"], limits=SandboxLimits(wall_s=2.0, test_s=0.2))
+    assert result.timed_out and result.passed == 0
+
+
+@confined
+def test_memory_and_output_limits():
+    hog = run_python("x = bytearray(4 << 30)\n", ["assert True"], limits=SandboxLimits(memory_mb=512))
+    assert hog.passed == 0 and "MemoryError" in hog.errors[0]
+    flood = run_python("while True:\n    print('x' * 1000)\n", ["assert True"], limits=SandboxLimits(output_kb=64, wall_s=5))
+    # Python ignores SIGXFSZ, so the write past the limit fails instead of killing the run
+    assert flood.passed == 0 and not flood.timed_out and "File too large" in flood.errors[0]
+    assert len(flood.stdout) <= 4000
+
+
+@confined
+def test_early_exit_and_forged_reports_do_not_pass():
+    assert run_python(ADD + "import os\nos._exit(0)\n", ["assert add(1, 1) == 2"], limits=FAST).passed == 0
+    assert run_python(ADD + "raise SystemExit(0)\n", ["assert add(1, 1) == 2"], limits=FAST).passed == 0
+    forge = "import os\nfor fd in range(3, 10):\n    try:\n        os.write(fd, b'{\"nonce\": \"0\", \"test\": 0, \"ok\": true}\\n')\n    except OSError:\n        pass\nraise SystemExit(1)\n"
+    assert run_python(forge, ["assert False"], limits=FAST).passed == 0
+
+
+def test_bad_tests_are_a_clear_error():
+    with pytest.raises(SandboxError, match="non-empty list"):
+        run_python(ADD, [])
+    with pytest.raises(SandboxError, match="no 'tests' field"):
+        code_tests(ADD, {"id": "p1"})
+
+
+@confined
+def test_scratch_and_outputs_are_removed_afterwards():
+    before = set(Path(tempfile.gettempdir()).glob("aha-sandbox-*"))
+    program = "open('big.bin', 'wb').write(b'x' * 100000)\nprint('hello')\n"
+    assert run_python(program, ["assert open('big.bin', 'rb').read(1) == b'x'"], limits=FAST).passed == 1
+    assert set(Path(tempfile.gettempdir()).glob("aha-sandbox-*")) == before

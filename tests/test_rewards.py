@@ -1,4 +1,5 @@
 import logging
+import time
 
 import pytest
 import torch
@@ -54,7 +55,7 @@ def test_raising_reward_fails_one_sample_and_logs_once(tmp_path, caplog):
         reward.score(["a", "b"], samples)
     assert first.total.tolist() == [1.0, 0.0]
     assert first.failed.tolist() == [False, True]
-    messages = [r.getMessage() for r in caplog.records if "raised" in r.getMessage()]
+    messages = [r.getMessage() for r in caplog.records if "failed on sample" in r.getMessage()]
     assert len(messages) == 1 and "sample bad" in messages[0] and "KeyError" in messages[0]
 
 
@@ -96,3 +97,63 @@ def test_gates_and_products_in_composition():
     assert result.components["numeric_answer"].tolist() == [1.0, 1.0, 1.0]
     assert result.components["think_answer_format"].tolist() == [1.0, 0.0, 1.0]
     assert result.components["length_limit"].tolist() == [1.0, 1.0, 0.0]
+
+
+SLOW_REWARDS = """
+import time
+
+def slow(completion, sample):
+    if completion == "hang":
+        time.sleep(1000)
+    if completion == "crash":
+        import os
+        os._exit(7)
+    time.sleep(0.5)
+    return float(len(completion))
+"""
+
+
+def test_worker_pool_runs_in_parallel_and_times_out_without_blocking(tmp_path, caplog):
+    (tmp_path / "slow.py").write_text(SLOW_REWARDS)
+    spec = RewardSpec(fn="slow.py:slow", workers=4, timeout_s=3.0)
+    reward = build_reward([spec], tmp_path)
+    try:
+        reward.score(["warm"] * 4, [{"id": i} for i in range(4)])  # start the workers (imports) outside the timing
+        texts = ["a", "bb", "hang", "ccc", "crash", "dddd", "e", "ff"]
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="aha"):
+            result = reward.score(texts, [{"id": t} for t in texts])
+        elapsed = time.monotonic() - start
+        assert result.total.tolist() == [1.0, 2.0, 0.0, 3.0, 0.0, 4.0, 1.0, 2.0]
+        assert result.failed.tolist() == [False, False, True, False, True, False, False, False]
+        # 6 half-second calls on 4 workers alongside one 3 s timeout: bounded by the
+        # timeout plus start-up of the replacement workers, far below 6 * 0.5 + 1000 s serially
+        assert elapsed < 12.0, elapsed
+        messages = " ".join(r.getMessage() for r in caplog.records)
+        assert "timed out after 3 s" in messages and "worker died (exit code 7)" in messages
+        assert reward.score(["again"], [{"id": "x"}]).total.tolist() == [5.0]  # replaced workers still serve
+    finally:
+        reward.close()
+
+
+def test_batched_rewards_and_clipping(tmp_path):
+    (tmp_path / "judge.py").write_text(
+        "from aha.rewards import batched\n\n"
+        "@batched\n"
+        "def lengths(completions, samples, scale=1.0):\n"
+        "    return [None if c == '?' else scale * len(c) for c in completions]\n"
+    )
+    specs = [RewardSpec(fn="judge.py:lengths", args={"scale": 2.0}, clip_max=5.0)]
+    result = build_reward(specs, tmp_path).score(["ab", "abcdef", "?"], [{}, {}, {}])
+    assert result.total.tolist() == [4.0, 5.0, 0.0]  # capped at 5 in the total
+    assert result.components["lengths"].tolist() == [4.0, 12.0, 0.0]  # logged as scored
+    assert result.failed.tolist() == [False, False, True]
+    with pytest.raises(RewardError, match=r"reward\[0\].workers: .* batched reward"):
+        build_reward([RewardSpec(fn="judge.py:lengths", workers=2)], tmp_path)
+    with pytest.raises(RewardError, match=r"reward\[0\].args: .*unexpected keyword argument 'scal'"):
+        build_reward([RewardSpec(fn="judge.py:lengths", args={"scal": 2.0})], tmp_path)
+
+
+def test_clip_bounds_are_checked():
+    with pytest.raises(ValueError, match=r"clip_min \(2.0\) is above clip_max \(1.0\)"):
+        RewardSpec(fn="format", clip_min=2.0, clip_max=1.0)

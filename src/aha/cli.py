@@ -88,7 +88,7 @@ def _audit(config, args) -> None:
 
     reward = build_reward(config.reward, config.base_dir)
     result = audit_reward(reward, load_labels(args.labels), args.threshold)
-    name = " + ".join(f"{w:g}*{n}" for n, _, w in reward.fns)
+    name = " + ".join(f"{c.weight:g}*{c.name}" for c in reward.components)
     print(format_audit(result, name, args.examples))
     if args.output:
         rows = [{"error": "false_positive", **r} for r in result.false_positives]

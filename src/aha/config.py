@@ -43,6 +43,16 @@ class RewardSpec(Strict):
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
     combine: Literal["sum", "product", "gate"] = Field("sum", description="sum: add weight * value; product: multiply the total; gate: zero the total unless value >= gate_min")
     gate_min: float = Field(1.0, description="combine=gate: the value a gate needs to pass")
+    clip_min: float | None = Field(None, description="floor on this reward's value before weighting")
+    clip_max: float | None = Field(None, description="cap on this reward's value before weighting (a learned reward: exploiting it stops paying)")
+    workers: int = Field(0, ge=0, description="0: call in this process; N: a pool of N worker processes (slow rewards: code, remote checks)")
+    timeout_s: float = Field(60.0, gt=0, description="workers >= 1: a call past this many seconds is killed and scores as failed")
+
+    @model_validator(mode="after")
+    def _clip_order(self):
+        if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
+            raise ValueError(f"clip_min ({self.clip_min}) is above clip_max ({self.clip_max})")
+        return self
 
 
 class RolloutConfig(Strict):

@@ -3,7 +3,9 @@
 A reward function has the signature fn(completion: str, sample: dict) -> float | dict[str, float].
 """
 
-from aha.rewards.compose import CompositeReward, RewardError, RewardResult, build_reward, resolve_function
+from aha.rewards.code import SandboxError, SandboxLimits, code_tests, run_python
+from aha.rewards.compose import Component, CompositeReward, RewardError, RewardResult, batched, build_reward, resolve_function
+from aha.rewards.pool import WorkerPool
 from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.reference import bleu, chrf, rouge_l
 from aha.rewards.shaping import calibration_reward, length_penalty, stated_confidence, target_length_bonus
@@ -18,7 +20,14 @@ from aha.rewards.verifiers import (
 )
 
 __all__ = [
+    "Component",
     "CompositeReward",
+    "batched",
+    "WorkerPool",
+    "code_tests",
+    "run_python",
+    "SandboxError",
+    "SandboxLimits",
     "RewardError",
     "RewardResult",
     "build_reward",

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from aha.config import RewardSpec
+from aha.rewards.pool import Outcome, WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +34,7 @@ SHORT_NAMES = {
     "length_penalty": "aha.rewards:length_penalty",
     "target_length_bonus": "aha.rewards:target_length_bonus",
     "calibration": "aha.rewards:calibration_reward",
+    "code_tests": "aha.rewards:code_tests",
 }
 
 
@@ -84,63 +84,122 @@ def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = "
     return fn
 
 
+def batched(fn: Callable) -> Callable:
+    """Mark fn(completions, samples, **args) -> list[float | dict | None] as a batched reward
+    (a judge model scores many completions in one forward pass). None scores a sample as
+    failed."""
+    fn.aha_batched = True
+    return fn
+
+
+@dataclass
+class Component:
+    """One reward function of a composition and how it enters the total."""
+
+    name: str
+    fn: Callable
+    weight: float = 1.0
+    combine: str = "sum"  # sum | product | gate
+    gate_min: float = 1.0
+    clip_min: float | None = None
+    clip_max: float | None = None
+    batched: bool = False  # fn takes lists
+    pool: WorkerPool | None = None  # run in worker processes with a deadline per call
+
+    def evaluate(self, completions: list[str], samples: list[dict]) -> list[Outcome]:
+        if self.pool is not None:
+            return self.pool.map(completions, samples)
+        if self.batched:
+            try:
+                values = list(self.fn(completions, samples))
+            except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
+                return [Outcome(error=f"{type(err).__name__}: {err}")] * len(completions)
+            if len(values) != len(completions):
+                return [Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")] * len(completions)
+            return [Outcome(error="no score") if v is None else Outcome(value=v) for v in values]
+        outcomes = []
+        for completion, sample in zip(completions, samples):
+            try:
+                outcomes.append(Outcome(value=self.fn(completion, sample)))
+            except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
+                outcomes.append(Outcome(error=f"{type(err).__name__}: {err}"))
+        return outcomes
+
+    def clip(self, value: float) -> float:
+        if self.clip_min is not None:
+            value = max(value, self.clip_min)
+        if self.clip_max is not None:
+            value = min(value, self.clip_max)
+        return value
+
+
 class CompositeReward:
-    """Combine reward functions; each is logged as its own component (unweighted).
+    """Combine reward functions; each is logged as its own component (unweighted, unclipped).
 
-    total = (sum over "sum" functions of weight * value)
-            * (product over "product" functions of value)
-            * (product over "gate" functions of [value >= gate_min]).
+    total = (sum over "sum" components of weight * clip(value))
+            * (product over "product" components of clip(value))
+            * (product over "gate" components of [value >= gate_min]).
     A gate ("format must pass before correctness counts") zeroes the total when it fails.
-    A dict-valued function adds one component per key; in a product or gate its parts are
-    summed first.
+    A dict-valued function adds one component per key; its parts are summed to one value.
 
-    A function that raises scores that sample 0 for its component (so a raising gate
-    closes) and marks it failed; the error is logged once per (function, sample id) and
-    the run goes on."""
+    A function that raises (or times out in a worker pool) scores that sample 0 for its
+    component (so a failing gate closes) and marks it failed; the error is logged once per
+    (function, sample id) and the run goes on."""
 
-    def __init__(self, fns: list[tuple[str, RewardFn, float]], combine: list[tuple[str, float]] | None = None):
-        self.fns = fns
-        self.combine = combine or [("sum", 1.0)] * len(fns)  # (mode, gate_min) per function
+    def __init__(self, components: list[Component]):
+        self.components = components
         self._reported: set[tuple[str, str]] = set()
 
     def score(self, completions: list[str], samples: list[dict]) -> RewardResult:
+        import torch  # here, not at the top: reward worker processes import this module and need no torch
+
         n = len(completions)
         summed = torch.zeros(n)
         factor = torch.ones(n)
         failed = torch.zeros(n, dtype=torch.bool)
         components: dict[str, torch.Tensor] = {}
-        for (name, fn, weight), (mode, gate_min) in zip(self.fns, self.combine):
-            for i, (completion, sample) in enumerate(zip(completions, samples)):
-                try:
-                    value = fn(completion, sample)
-                    parts = {f"{name}/{k}": float(v) for k, v in value.items()} if isinstance(value, dict) else {name: float(value)}
-                except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
-                    self._report(name, sample, err)
+        for comp in self.components:
+            for i, outcome in enumerate(comp.evaluate(completions, samples)):
+                parts = {}
+                if outcome.error is None:
+                    try:
+                        value = outcome.value
+                        parts = ({f"{comp.name}/{k}": float(v) for k, v in value.items()} if isinstance(value, dict)
+                                 else {comp.name: float(value)})
+                    except (TypeError, ValueError) as err:
+                        outcome = Outcome(error=f"not a number or dict of numbers: {value!r} ({err})")
+                if outcome.error is not None:
+                    self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True
-                    parts = {}
                 for part, v in parts.items():
                     components.setdefault(part, torch.zeros(n))[i] = v
-                value = sum(parts.values()) if parts else 0.0
-                if mode == "sum":
-                    summed[i] += weight * value
-                elif mode == "product":
+                value = comp.clip(sum(parts.values())) if parts else 0.0
+                if comp.combine == "sum":
+                    summed[i] += comp.weight * value
+                elif comp.combine == "product":
                     factor[i] *= value
                 else:  # gate
-                    factor[i] *= float(bool(parts) and value >= gate_min)
+                    factor[i] *= float(bool(parts) and value >= comp.gate_min)
         return RewardResult(summed * factor, components, failed)
 
-    def _report(self, name: str, sample: dict, err: Exception) -> None:
+    def _report(self, name: str, sample: dict, error: str) -> None:
         sample_id = str(sample.get("id", "?"))
         if (name, sample_id) not in self._reported:
             self._reported.add((name, sample_id))
-            log.warning("reward %s raised on sample %s (scored as failed): %s: %s", name, sample_id, type(err).__name__, err)
+            log.warning("reward %s failed on sample %s (scored as failed): %s", name, sample_id, error)
+
+    def close(self) -> None:
+        """Stop the worker processes of pooled components."""
+        for comp in self.components:
+            if comp.pool is not None:
+                comp.pool.close()
 
 
-def _with_args(fn: Callable, args: dict, key: str) -> Callable:
+def _with_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Callable:
     """fn(completion, sample, **args); unknown argument names are a config error now, not a
     failure on every sample later."""
     try:
-        inspect.signature(fn).bind("completion", {}, **args)
+        inspect.signature(fn).bind([] if batched else "completion", [] if batched else {}, **args)
     except TypeError as err:
         raise RewardError(f"{key}: {err}") from None
     return functools.partial(fn, **args)
@@ -149,13 +208,19 @@ def _with_args(fn: Callable, args: dict, key: str) -> Callable:
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".") -> CompositeReward:
     if not specs:
         raise RewardError("reward: at least one reward function is required")
-    fns = []
+    components: list[Component] = []
     for i, spec in enumerate(specs):
-        fn = resolve_function(spec.fn, key=f"reward[{i}].fn", base_dir=base_dir)
+        key = f"reward[{i}]"
+        fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
+        is_batched = getattr(fn, "aha_batched", False)
         if spec.args:
-            fn = _with_args(fn, spec.args, key=f"reward[{i}].args")
+            fn = _with_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
         name = spec.name or spec.fn.rpartition(":")[2]
-        if any(name == other for other, _, _ in fns):
-            raise RewardError(f"reward[{i}]: two rewards are named {name!r}; set reward[{i}].name")
-        fns.append((name, fn, spec.weight))
-    return CompositeReward(fns, [(spec.combine, spec.gate_min) for spec in specs])
+        if any(name == other.name for other in components):
+            raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")
+        if is_batched and spec.workers:
+            raise RewardError(f"{key}.workers: {spec.fn} is a batched reward and runs in this process; set workers: 0")
+        pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s) if spec.workers else None
+        components.append(Component(name, fn, spec.weight, spec.combine, spec.gate_min, spec.clip_min, spec.clip_max,
+                                    is_batched, pool))
+    return CompositeReward(components)

@@ -111,6 +111,7 @@ class WorkerPool:
                     try:
                         index, outcome = worker.conn.recv()
                     except (EOFError, OSError):
+                        worker.process.join(timeout=5)  # reap it, to report how it ended
                         code = worker.process.exitcode
                         self._replace(worker, outcomes, f"the worker died (exit code {code})")
                         continue

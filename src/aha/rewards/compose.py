@@ -35,6 +35,7 @@ SHORT_NAMES = {
     "target_length_bonus": "aha.rewards:target_length_bonus",
     "calibration": "aha.rewards:calibration_reward",
     "code_tests": "aha.rewards:code_tests",
+    "rubric_judge": "aha.rewards.judge:rubric_judge",
 }
 
 

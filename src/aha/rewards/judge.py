@@ -1,0 +1,140 @@
+"""A rubric judge: a local language model grades each completion against a rubric.
+
+Three ways to read the grade, all batched:
+- yes_no (default, as generative verifiers do): the judge is asked whether the response
+  meets the rubric; the grade is P(Yes) / (P(Yes) + P(No)) from one forward pass.
+- expected (G-Eval style): the probability-weighted mean of the digit tokens 0..scale
+  after "Score: ", divided by scale; one forward pass.
+- generate: greedy decoding after "Score: ", parsing the first integer in [0, scale];
+  None (scored as failed) when the judge answers something else.
+The first two are always defined, smooth in the completion and free of sampling noise.
+Measured with the embedded 135M model (docs/rewards.md): yes_no ranks a right answer
+above a wrong or unrelated one in 6 of 6 pairs, by small margins; its digit grades (expected,
+generate) do not discriminate at all. Real grading needs a bigger local model (`model:`
+takes any Hugging Face folder).
+
+The judge model is loaded once per process, frozen, and never the policy being trained
+(loading by name gives a fresh copy of the weights). A learned judge can be fooled: cap
+it (clip_max) and watch the hacking monitor's gold gap.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from aha.rewards.compose import batched
+
+_JUDGES: dict[str, object] = {}
+_INTEGER = re.compile(r"\d+")
+SYSTEM = "You are a careful, strict grader. You grade a response against a rubric."
+TEMPLATE = "Rubric:\n{rubric}\n\nQuestion:\n{prompt}\n\n{reference}Response:\n{completion}\n\n{instruction}"
+INSTRUCTIONS = {
+    "yes_no": "Does the response meet the rubric? Answer Yes or No.",
+    "expected": "Grade how well the response meets the rubric, from 0 (not at all) to {scale} (fully). Reply with the number only.",
+}
+INSTRUCTIONS["generate"] = INSTRUCTIONS["expected"]
+PREFIX = {"yes_no": "", "expected": "Score: ", "generate": "Score: "}
+
+
+def judge_model(name: str):
+    """The judge (model, tokenizer) by model name or folder, loaded once per process."""
+    if name not in _JUDGES:
+        from aha.models import load
+
+        loaded = load(name)
+        loaded.model.requires_grad_(False).eval()
+        _JUDGES[name] = loaded
+    return _JUDGES[name]
+
+
+def judge_messages(rubric: str, sample: dict, completion: str, mode: str, scale: int, show_reference: bool,
+                   max_chars: int) -> list[dict]:
+    reference = ""
+    if show_reference and sample.get("answer") not in (None, ""):
+        reference = f"Reference answer:\n{sample['answer']}\n\n"
+    text = TEMPLATE.format(rubric=rubric, prompt=sample.get("prompt", ""), reference=reference,
+                           completion=completion[:max_chars], instruction=INSTRUCTIONS[mode].format(scale=scale))
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+
+
+def _encode(tokenizer, messages: list[dict], prefix: str) -> list[int]:
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    if hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids) + (tokenizer.encode(prefix, add_special_tokens=False) if prefix else [])
+
+
+def answer_tokens(tokenizer, mode: str, scale: int) -> tuple[list[int], list[float]]:
+    """The token that starts each answer the judge may give, and the grade it stands for
+    (the probability of starting to say "Yes" is the probability of saying it, as long as
+    no two answers start with the same token)."""
+    words = ["Yes", "No"] if mode == "yes_no" else [str(d) for d in range(scale + 1)]
+    values = [1.0, 0.0] if mode == "yes_no" else [d / scale for d in range(scale + 1)]
+    ids = [tokenizer.encode(w, add_special_tokens=False)[0] for w in words]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"mode {mode!r}: answers {words} start with the same token in the judge's tokenizer; use mode: generate")
+    return ids, values
+
+
+def parse_grade(text: str, scale: int) -> float | None:
+    """The first integer in the judge's answer, as a fraction of scale; None if absent or out of range."""
+    match = _INTEGER.search(text)
+    if match is None or int(match.group()) > scale:
+        return None
+    return int(match.group()) / scale
+
+
+@torch.no_grad()
+def _expected_grades(model, tokenizer, prompts: list[list[int]], mode: str, scale: int) -> list[float]:
+    """The grade each answer token stands for, weighted by its probability (renormalised
+    over the answer tokens) at the judge's next position."""
+    token_ids, values = answer_tokens(tokenizer, mode, scale)
+    lengths = torch.tensor([len(p) for p in prompts])
+    ids = torch.full((len(prompts), int(lengths.max())), tokenizer.pad_token_id)
+    for row, prompt in enumerate(prompts):  # right padding: positions stay 0..len-1 for every row
+        ids[row, : len(prompt)] = torch.tensor(prompt)
+    mask = (torch.arange(ids.shape[1]) < lengths[:, None]).long()
+    logits = model(input_ids=ids, attention_mask=mask).logits
+    last = logits[torch.arange(len(prompts)), lengths - 1].float()
+    probs = torch.softmax(last[:, token_ids], dim=-1)
+    return (probs @ torch.tensor(values)).tolist()
+
+
+@torch.no_grad()
+def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int, max_new_tokens: int) -> list[float | None]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), tokenizer.pad_token_id)
+    mask = torch.zeros_like(ids)
+    for row, prompt in enumerate(prompts):  # left padding for generation
+        ids[row, width - len(prompt):] = torch.tensor(prompt)
+        mask[row, width - len(prompt):] = 1
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                         pad_token_id=tokenizer.pad_token_id)
+    texts = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+    return [parse_grade(text, scale) for text in texts]
+
+
+@batched
+def rubric_judge(completions: list[str], samples: list[dict], rubric: str, model: str = "smollm2-135m",
+                 mode: str = "yes_no", scale: int = 9, show_reference: bool = True, batch_size: int = 8,
+                 max_new_tokens: int = 8, max_chars: int = 2000) -> list[float | None]:
+    """Grades in [0, 1] from a local judge model, one per completion (None: no grade)."""
+    if not rubric.strip():
+        raise ValueError("rubric_judge needs a non-empty rubric")
+    if mode not in INSTRUCTIONS:
+        raise ValueError(f"mode must be one of {sorted(INSTRUCTIONS)}, got {mode!r}")
+    if not 1 <= scale <= (9 if mode == "expected" else 100):
+        raise ValueError(f"scale {scale} out of range (1..9 for expected, 1..100 for generate)")
+    loaded = judge_model(model)
+    prompts = [_encode(loaded.tokenizer, judge_messages(rubric, s, c, mode, scale, show_reference, max_chars), PREFIX[mode])
+               for c, s in zip(completions, samples)]
+    grades: list[float | None] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start: start + batch_size]
+        if mode in ("yes_no", "expected"):
+            grades += _expected_grades(loaded.model, loaded.tokenizer, chunk, mode, scale)
+        else:
+            grades += _generated_grades(loaded.model, loaded.tokenizer, chunk, scale, max_new_tokens)
+    return grades

@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from aha.algorithms import dither_rewards, outcome_token_rewards, overlong_penalty, replay_priorities
+from aha.algorithms import (
+    adapt_length_coef,
+    correct_length_penalty,
+    dither_rewards,
+    outcome_token_rewards,
+    overlong_penalty,
+    replay_priorities,
+)
 
 
 def test_overlong_penalty_is_zero_then_linear_then_floor():
@@ -35,3 +42,18 @@ def test_replay_priorities():
     torch.testing.assert_close(replay_priorities(torch.tensor([1.0, 3.0]), alpha=1.0), torch.tensor([0.25, 0.75]))
     torch.testing.assert_close(replay_priorities(torch.tensor([1.0, 3.0]), alpha=0.0), torch.tensor([0.5, 0.5]))
     torch.testing.assert_close(replay_priorities(torch.zeros(2)), torch.tensor([0.5, 0.5]))
+
+
+def test_length_penalty_charges_only_correct_completions():
+    lengths = torch.tensor([10, 20, 40, 40])
+    correct = torch.tensor([True, True, True, False])
+    penalty = correct_length_penalty(lengths, 40, 0.5, correct)
+    assert penalty.tolist() == [-0.125, -0.25, -0.5, 0.0]
+
+
+def test_adaptive_length_coefficient_grows_while_accurate_and_relaxes_below_target():
+    coef, trace = 0.0, []
+    for accuracy in [0.9, 0.9, 0.8, 0.9, 0.5, 0.5, 0.5, 0.9]:
+        coef = adapt_length_coef(coef, accuracy, target=0.8, step=0.1, max_coef=0.25)
+        trace.append(round(coef, 6))
+    assert trace == [0.1, 0.2, 0.25, 0.25, 0.15, 0.05, 0.0, 0.1]

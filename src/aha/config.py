@@ -124,6 +124,12 @@ class AlgorithmConfig(Strict):
     mask_truncated: bool = Field(False, description="give truncated completions no loss at all (DAPO's overlong filtering)")
     overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment over the last N tokens of max_new_tokens; 0 = off")
     overlong_penalty: float = Field(1.0, ge=0, description="penalty at max_new_tokens")
+    length_coef: float = Field(0.0, ge=0, description="length penalty on correct completions: reward -= coef * tokens / max_new_tokens; the start value when length_adaptive")
+    length_adaptive: bool = Field(False, description="grow length_coef by length_coef_step while batch accuracy >= length_target_acc, relax it below")
+    length_target_acc: float = Field(0.8, ge=0, le=1, description="length_adaptive: the accuracy above which the penalty grows")
+    length_coef_step: float = Field(0.05, gt=0, description="length_adaptive: change of length_coef per step")
+    length_coef_max: float = Field(1.0, ge=0, description="length_adaptive: the largest length_coef")
+    length_correct_min: float = Field(1.0, description="a completion counts as correct for the length penalty when its reward total >= this")
     reward_noise: float = Field(0.0, ge=0, description="ReDit: scale of zero-mean noise added to rewards; 0 = off")
     reward_noise_kind: Literal["gaussian", "uniform"] = "gaussian"
     replay: bool = Field(False, description="selective sample replay: fill the batch with past groups of non-zero advantage (VL-Rethinker)")

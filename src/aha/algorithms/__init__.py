@@ -30,9 +30,17 @@ from aha.algorithms.losses import (
     sequence_log_ratio,
     truncated_is_weights,
 )
-from aha.algorithms.shaping import dither_rewards, outcome_token_rewards, overlong_penalty, replay_priorities
+from aha.algorithms.shaping import (
+    adapt_length_coef,
+    correct_length_penalty,
+    dither_rewards,
+    outcome_token_rewards,
+    overlong_penalty,
+    replay_priorities,
+)
 
 __all__ = [
+    "adapt_length_coef", "correct_length_penalty",
     "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
     "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "gae_advantages",
     "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_mean", "masked_whiten",

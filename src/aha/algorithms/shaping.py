@@ -15,6 +15,20 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: f
     return -factor * over / buffer
 
 
+def correct_length_penalty(lengths: torch.Tensor, max_len: int, coef: float, correct: torch.Tensor) -> torch.Tensor:
+    """-coef * length / max_len on correct completions, 0 on wrong ones, added to the reward.
+    Only correct answers pay for length: a wrong answer made shorter is not better, and
+    charging it would teach the policy to give up early."""
+    return -coef * (lengths.float() / max_len) * correct.float()
+
+
+def adapt_length_coef(coef: float, accuracy: float, target: float, step: float, max_coef: float) -> float:
+    """One step of the adaptive length penalty's controller: while the batch accuracy is at
+    or above target the penalty grows by step (up to max_coef); when accuracy drops below
+    target it relaxes by step (down to 0), so shortening never costs accuracy for long."""
+    return min(coef + step, max_coef) if accuracy >= target else max(coef - step, 0.0)
+
+
 def dither_rewards(rewards: torch.Tensor, scale: float, kind: str = "gaussian",
                    generator: torch.Generator | None = None) -> torch.Tensor:
     """ReDit (Wei et al. 2025): add zero-mean noise to discrete rewards, so groups whose

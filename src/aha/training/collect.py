@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import dither_rewards, overlong_penalty, zero_variance_groups
+from aha.algorithms import correct_length_penalty, dither_rewards, overlong_penalty, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine, Rollouts
@@ -12,8 +12,12 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.batch import Batch, concat_batches, group_rows
 
 
-def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int) -> torch.Tensor:
+def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int,
+                   length_coef: float = 0.0) -> torch.Tensor:
     """The verifier's score, then the length rules every sample of the run is judged by."""
+    if length_coef:
+        correct = total >= algo.length_correct_min
+        total = total + correct_length_penalty(rollouts.lengths(), max_new_tokens, length_coef, correct)
     if algo.truncated_reward is not None:
         # an answer that never ends is not an answer (DAPO's overlong shaping, in its
         # simplest form): this teaches the policy to stop, which also shortens steps
@@ -24,7 +28,7 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
 
 
 def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward,
-            rollout: RolloutConfig, algo: AlgorithmConfig) -> tuple[Batch | None, dict, list[dict]]:
+            rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0) -> tuple[Batch | None, dict, list[dict]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
     prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
@@ -33,7 +37,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
     and a few example records for samples.jsonl."""
     G = rollout.group_size
     kept: list[Batch] = []
-    raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0
+    raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
@@ -43,7 +47,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         rollouts = engine.generate(prompts, group_size=G)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
         result = reward.score(rollouts.texts, seq_samples)
-        rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens)
+        rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens, length_coef)
         raw.append(result.total)
         shaped.append(rewards)
         lengths.append(rollouts.lengths())
@@ -62,7 +66,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         if algo.advantage == "remax":
             greedy = engine.generate(prompts, greedy=True)
             greedy_score = reward.score(greedy.texts, chosen).total
-            baseline = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens).repeat_interleave(G)
+            baseline = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef).repeat_interleave(G)
         grouped = rewards.view(-1, G)
         informative = ~zero_variance_groups(grouped)
         if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
@@ -82,6 +86,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         "reward/mean": float(all_shaped.mean()),
         "reward/std": float(all_shaped.std()) if len(all_shaped) > 1 else 0.0,
         "reward/verifier_mean": float(torch.cat(raw).mean()),
+        "reward/correct_frac": float((torch.cat(raw) >= algo.length_correct_min).float().mean()),
         **{f"reward/{k}": float(torch.cat(v).mean()) for k, v in components.items()},
         "reward/failed": failed,
         "length/mean": float(torch.cat(lengths).mean()),

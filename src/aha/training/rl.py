@@ -85,6 +85,13 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
     reward = build_reward(config.reward, config.base_dir)
+    try:
+        return _run(config, run, checkpoints, echo, task, reward)
+    finally:
+        reward.close()  # worker processes of pooled rewards
+
+
+def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> TrainSummary:
     scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -96,7 +103,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     sampler = PromptSampler(task.train, config.seed)
     replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
     shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, dtype)
-    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay)
+    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay, algo.length_coef)
     modules, optimizers = checkpointed(learner, config)
 
     start = 0
@@ -108,6 +115,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
         if replay is not None:
             replay.load_state(extra["replay"])
         accuracy_before = state.get("accuracy_before")
+        parts.length_coef = state.get("length_coef", algo.length_coef)
         run.truncate_after(start)
         echo(f"resumed from {checkpoints[-1]} (step {start})")
     else:
@@ -124,7 +132,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     if start == 0 and config.eval.before:
         accuracy_before = held_out(0, "before training")
 
-    trainer_state = lambda: {"sampler": sampler.state(), "accuracy_before": accuracy_before}
+    trainer_state = lambda: {"sampler": sampler.state(), "accuracy_before": accuracy_before, "length_coef": parts.length_coef}
     t_start = time.time()
     bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
     for step in bar:

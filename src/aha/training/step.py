@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aha.algorithms import masked_mean, truncated_is_weights
+from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
 from aha.config import Config
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine
@@ -29,6 +29,7 @@ class StepParts:
     learner: Learner
     shape: Shape
     replay: ReplayBuffer | None
+    length_coef: float = 0.0  # the length penalty's coefficient now (changes when adaptive; checkpointed)
 
 
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
@@ -86,8 +87,15 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
     """Returns the step's metrics record and example completions."""
     config = parts.config
     t0 = time.time()
-    batch, stats, examples = collect(parts.engine, parts.task, parts.sampler, parts.reward, config.rollout, config.algorithm)
+    algo = config.algorithm
+    batch, stats, examples = collect(parts.engine, parts.task, parts.sampler, parts.reward, config.rollout, algo,
+                                     parts.length_coef)
     t_gen = time.time() - t0
+    if algo.length_coef or algo.length_adaptive:
+        stats["length/penalty_coef"] = parts.length_coef  # the one this step's rewards were shaped with
+    if algo.length_adaptive:
+        parts.length_coef = adapt_length_coef(parts.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
+                                              algo.length_coef_step, algo.length_coef_max)
     batch, prepared = prepare(parts, batch)
     stats.update(prepared)
     update = {}

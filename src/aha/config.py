@@ -137,6 +137,22 @@ class AlgorithmConfig(Strict):
     replay_alpha: float = Field(1.0, ge=0, description="replay sampling probability proportional to |A|^alpha")
 
 
+class MonitorConfig(Strict):
+    """The reward-hacking monitor (aha/training/monitor.py)."""
+
+    gold: list[RewardSpec] = Field(default_factory=list, description="held-out gold reward, scored on every step's completions and never trained on")
+    baseline_steps: int = Field(3, ge=1, description="steps averaged for each series' starting point")
+    window: int = Field(5, ge=1, description="steps of moving average before comparing with the start")
+    patience: int = Field(3, ge=1, description="consecutive steps a condition must hold to raise its flag")
+    gap_threshold: float = Field(0.2, gt=0, description="flag gap: trained-reward gain minus gold gain above this")
+    repetition_ngram: int = Field(4, ge=1, description="word n-grams for the repetition measure")
+    repetition_rise: float = Field(0.2, gt=0, description="flag repetition: repeated n-gram fraction up by this")
+    length_factor: float = Field(2.0, gt=1, description="flag length: mean length above this times the start")
+    format_components: list[str] = Field(default_factory=list, description="reward names that only check format")
+    format_gain: float = Field(0.2, gt=0, description="flag format_only: format components up by this...")
+    gold_gain_min: float = Field(0.05, description="...while gold gained less than this")
+
+
 class EvalConfig(Strict):
     before: bool = Field(True, description="greedy held-out accuracy before training")
     after: bool = Field(True, description="and after")
@@ -156,6 +172,7 @@ class Config(Strict):
     train: TrainConfig = TrainConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
+    monitor: MonitorConfig = MonitorConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 

@@ -28,18 +28,22 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
 
 
 def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward,
-            rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0) -> tuple[Batch | None, dict, list[dict]]:
+            rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
+            ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
     prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
 
     Returns the kept batch (None if no group was kept), statistics over everything sampled,
-    and a few example records for samples.jsonl."""
+    a few example records for samples.jsonl, and every sampled (text, sample) pair for the
+    hacking monitor."""
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
+    texts: list[str] = []
+    text_samples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
         prompts_needed = rollout.prompts_per_step - kept_groups
         chosen = sampler.next(rollout.prompts_per_step)
@@ -47,6 +51,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         rollouts = engine.generate(prompts, group_size=G)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
         result = reward.score(rollouts.texts, seq_samples)
+        texts += rollouts.texts
+        text_samples += seq_samples
         rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens, length_coef)
         raw.append(result.total)
         shaped.append(rewards)
@@ -96,4 +102,4 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         "groups/trained": kept_groups,
     }
     batch = concat_batches(kept, engine.pad_id) if kept else None
-    return batch, stats, examples
+    return batch, stats, examples, (texts, text_samples)

@@ -22,6 +22,7 @@ from aha.tracking import RunDir
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
 from aha.models.value import ValueModel
+from aha.training.monitor import HackingMonitor, check_format_components
 from aha.training.replay import ReplayBuffer
 from aha.training.step import StepParts, run_step
 from aha.training.update import Learner, Shape
@@ -85,13 +86,20 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
     reward = build_reward(config.reward, config.base_dir)
+    gold = build_reward(config.monitor.gold, config.base_dir) if config.monitor.gold else None
     try:
-        return _run(config, run, checkpoints, echo, task, reward)
+        check_format_components(config.monitor, reward)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        return _run(config, run, checkpoints, echo, task, reward, HackingMonitor(config.monitor, gold))
     finally:
-        reward.close()  # worker processes of pooled rewards
+        for r in (reward, gold):  # worker processes of pooled rewards
+            if r is not None:
+                r.close()
 
 
-def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> TrainSummary:
+def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, monitor: HackingMonitor) -> TrainSummary:
     scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -103,7 +111,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> 
     sampler = PromptSampler(task.train, config.seed)
     replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
     shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, dtype)
-    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay, algo.length_coef)
+    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay, monitor, algo.length_coef)
     modules, optimizers = checkpointed(learner, config)
 
     start = 0
@@ -117,6 +125,9 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> 
         accuracy_before = state.get("accuracy_before")
         parts.length_coef = state.get("length_coef", algo.length_coef)
         run.truncate_after(start)
+        for record in run.read_metrics():  # the monitor's series are all in the metrics
+            if "reward/mean" in record:
+                monitor.update(record)
         echo(f"resumed from {checkpoints[-1]} (step {start})")
     else:
         run.truncate_after(-1)
@@ -138,6 +149,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> 
     for step in bar:
         record, examples = run_step(parts, step)
         run.log_metrics(record)
+        monitor.write(run.path / "monitor.json")
         run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
         bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
                          "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"})
@@ -150,6 +162,8 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward) -> 
     bar.close()
     train_seconds = time.time() - t_start
 
+    for kind, flag in monitor.flags.items():
+        echo(f"hacking monitor: {kind} from step {flag.step} ({flag.detail}); see monitor.json")
     accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
     if accuracy_before is not None and accuracy_after is not None:
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "

@@ -15,6 +15,7 @@ from aha.tasks import PromptSampler, Task
 from aha.training.batch import Batch
 from aha.training.collect import collect
 from aha.training.estimate import estimate_advantages
+from aha.training.monitor import HackingMonitor
 from aha.training.replay import ReplayBuffer
 from aha.training.update import Learner, Shape, forward_logprobs, forward_values, policy_update
 
@@ -29,6 +30,7 @@ class StepParts:
     learner: Learner
     shape: Shape
     replay: ReplayBuffer | None
+    monitor: HackingMonitor | None = None
     length_coef: float = 0.0  # the length penalty's coefficient now (changes when adaptive; checkpointed)
 
 
@@ -88,9 +90,11 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
     config = parts.config
     t0 = time.time()
     algo = config.algorithm
-    batch, stats, examples = collect(parts.engine, parts.task, parts.sampler, parts.reward, config.rollout, algo,
-                                     parts.length_coef)
+    batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
+                                                       config.rollout, algo, parts.length_coef)
     t_gen = time.time() - t0
+    if parts.monitor is not None:
+        stats.update(parts.monitor.measure(texts, samples))
     if algo.length_coef or algo.length_adaptive:
         stats["length/penalty_coef"] = parts.length_coef  # the one this step's rewards were shaped with
     if algo.length_adaptive:
@@ -105,5 +109,8 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
         kl = update.get("kl/ref", stats.get("kl/ref"))
         if maybe_reset_reference(parts, step, kl):
             update["ref/reset"] = 1
-    record = {"step": step, **stats, **update, "time/generate_s": t_gen, "time/step_s": time.time() - t0}
+    record = {"step": step, **stats, **update}
+    if parts.monitor is not None:
+        record.update(parts.monitor.update(record))
+    record.update({"time/generate_s": t_gen, "time/step_s": time.time() - t0})
     return record, examples

@@ -112,20 +112,23 @@ def test_soft_overlong_punishment(tmp_path):
         assert r["reward/mean"] == pytest.approx(1.0 - r["length/mean"] / 3, abs=1e-6)
 
 
-@pytest.mark.parametrize("reward_value, start, expected_coefs", [
-    (1.0, 0.0, [0.0, 0.1, 0.2, 0.3]),  # always right: the penalty grows each step
-    (0.0, 0.3, [0.3, 0.2, 0.1, 0.0]),  # always wrong: it relaxes (and wrong answers pay nothing)
+@pytest.mark.parametrize("reward_value, start, penalize, expected_coefs", [
+    (1.0, 0.0, "correct", [0.0, 0.05, 0.1, 0.15]),  # always right: the penalty grows by 0.1 * (1 - 0.5) each step
+    (0.0, 0.3, "correct", [0.3, 0.25, 0.2, 0.15]),  # always wrong: it relaxes (and wrong answers pay nothing)
+    (0.0, 0.3, "all", [0.3, 0.25, 0.2, 0.15]),  # A-DLP's form: wrong answers pay too
 ])
-def test_adaptive_length_penalty_in_the_loop(tmp_path, reward_value, start, expected_coefs):
+def test_adaptive_length_penalty_in_the_loop(tmp_path, reward_value, start, penalize, expected_coefs):
     (tmp_path / "const.py").write_text(f"def value(completion, sample):\n    return {reward_value}\n")
     config = tiny_config(tmp_path, "adaptive", f"reward=[{{fn: '{tmp_path / 'const.py'}:value'}}]",
                          "algorithm.length_adaptive=true", "algorithm.length_target_acc=0.5",
-                         "algorithm.length_coef_step=0.1", f"algorithm.length_coef={start}",
-                         "algorithm.length_correct_min=1.0", "eval.before=false", "eval.after=false")
+                         "algorithm.length_coef_rate=0.1", f"algorithm.length_coef={start}",
+                         "algorithm.length_correct_min=1.0", f"algorithm.length_penalize={penalize}",
+                         "eval.before=false", "eval.after=false")
     records = [r for r in metrics(Path(train(config, echo=QUIET).run_dir)) if "reward/mean" in r]
     assert [round(r["length/penalty_coef"], 6) for r in records] == expected_coefs
     for r in records:  # max_new_tokens = 6: reward = value - coef * length / 6 on correct completions
-        expected = reward_value - r["length/penalty_coef"] * r["length/mean"] / 6 * (reward_value >= 1.0)
+        charged = reward_value >= 1.0 or penalize == "all"
+        expected = reward_value - r["length/penalty_coef"] * r["length/mean"] / 6 * charged
         assert r["reward/mean"] == pytest.approx(expected, abs=1e-6)
 
 
@@ -179,7 +182,7 @@ def test_replay_fills_steps_in_the_loop(tmp_path):
     ["algorithm.replay=true", "algorithm.mini_batches=2", "algorithm.epochs=2"],
     ["algorithm.kl_coef=0.1", "algorithm.ref_reset_every=3"],
     ["algorithm.length_adaptive=true", "algorithm.length_target_acc=0", "algorithm.length_correct_min=0",
-     "algorithm.length_coef_step=0.1"],
+     "algorithm.length_coef_rate=0.1"],
 ], ids=["critic", "replay_minibatches", "prorl", "adaptive_length"])
 def test_resume_is_exact_with_critic_replay_and_reference_resets(tmp_path, extra):
     straight = train(tiny_config(tmp_path, "straight", *extra), echo=QUIET)

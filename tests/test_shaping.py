@@ -5,7 +5,7 @@ import torch
 
 from aha.algorithms import (
     adapt_length_coef,
-    correct_length_penalty,
+    length_cost,
     dither_rewards,
     outcome_token_rewards,
     overlong_penalty,
@@ -44,16 +44,16 @@ def test_replay_priorities():
     torch.testing.assert_close(replay_priorities(torch.zeros(2)), torch.tensor([0.5, 0.5]))
 
 
-def test_length_penalty_charges_only_correct_completions():
+def test_length_cost_charges_only_the_charged_completions():
     lengths = torch.tensor([10, 20, 40, 40])
-    correct = torch.tensor([True, True, True, False])
-    penalty = correct_length_penalty(lengths, 40, 0.5, correct)
-    assert penalty.tolist() == [-0.125, -0.25, -0.5, 0.0]
+    charged = torch.tensor([True, True, True, False])
+    assert length_cost(lengths, 40, 0.5, charged).tolist() == [-0.125, -0.25, -0.5, 0.0]
 
 
-def test_adaptive_length_coefficient_grows_while_accurate_and_relaxes_below_target():
+def test_adaptive_length_coefficient_follows_accuracy_minus_target():
     coef, trace = 0.0, []
-    for accuracy in [0.9, 0.9, 0.8, 0.9, 0.5, 0.5, 0.5, 0.9]:
-        coef = adapt_length_coef(coef, accuracy, target=0.8, step=0.1, max_coef=0.25)
+    for accuracy in [0.9, 1.0, 1.0, 1.0, 0.4, 0.6, 0.8, 0.2]:
+        coef = adapt_length_coef(coef, accuracy, target=0.8, rate=0.5, max_coef=0.25)
         trace.append(round(coef, 6))
-    assert trace == [0.1, 0.2, 0.25, 0.25, 0.15, 0.05, 0.0, 0.1]
+    # +0.05, +0.1, +0.1 (capped at 0.25), +0.1 (stays), -0.2, -0.1 (floor 0), 0, -0.3 (floor)
+    assert trace == [0.05, 0.15, 0.25, 0.25, 0.05, 0.0, 0.0, 0.0]

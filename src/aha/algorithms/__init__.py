@@ -32,7 +32,7 @@ from aha.algorithms.losses import (
 )
 from aha.algorithms.shaping import (
     adapt_length_coef,
-    correct_length_penalty,
+    length_cost,
     dither_rewards,
     outcome_token_rewards,
     overlong_penalty,
@@ -40,7 +40,7 @@ from aha.algorithms.shaping import (
 )
 
 __all__ = [
-    "adapt_length_coef", "correct_length_penalty",
+    "adapt_length_coef", "length_cost",
     "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
     "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "gae_advantages",
     "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_mean", "masked_whiten",

@@ -15,18 +15,19 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: f
     return -factor * over / buffer
 
 
-def correct_length_penalty(lengths: torch.Tensor, max_len: int, coef: float, correct: torch.Tensor) -> torch.Tensor:
-    """-coef * length / max_len on correct completions, 0 on wrong ones, added to the reward.
-    Only correct answers pay for length: a wrong answer made shorter is not better, and
-    charging it would teach the policy to give up early."""
-    return -coef * (lengths.float() / max_len) * correct.float()
+def length_cost(lengths: torch.Tensor, max_len: int, coef: float, charged: torch.Tensor) -> torch.Tensor:
+    """-coef * length / max_len on the charged completions, 0 on the others, added to the
+    reward. Charging only correct answers (the default) keeps a wrong answer made shorter
+    from looking better, which would teach the policy to give up early; A-DLP charges all."""
+    return -coef * (lengths.float() / max_len) * charged.float()
 
 
-def adapt_length_coef(coef: float, accuracy: float, target: float, step: float, max_coef: float) -> float:
-    """One step of the adaptive length penalty's controller: while the batch accuracy is at
-    or above target the penalty grows by step (up to max_coef); when accuracy drops below
-    target it relaxes by step (down to 0), so shortening never costs accuracy for long."""
-    return min(coef + step, max_coef) if accuracy >= target else max(coef - step, 0.0)
+def adapt_length_coef(coef: float, accuracy: float, target: float, rate: float, max_coef: float) -> float:
+    """One step of the adaptive length penalty's controller (A-DLP, Su & Cardie 2025,
+    arXiv:2505.18298): coef += rate * (accuracy - target), kept in [0, max_coef]. While
+    accuracy is above target the penalty grows; when it drops below, the penalty relaxes,
+    so shortening never costs accuracy for long."""
+    return min(max(coef + rate * (accuracy - target), 0.0), max_coef)
 
 
 def dither_rewards(rewards: torch.Tensor, scale: float, kind: str = "gaussian",

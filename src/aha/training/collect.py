@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import correct_length_penalty, dither_rewards, overlong_penalty, zero_variance_groups
+from aha.algorithms import length_cost, dither_rewards, overlong_penalty, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine, Rollouts
@@ -16,8 +16,8 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
                    length_coef: float = 0.0) -> torch.Tensor:
     """The verifier's score, then the length rules every sample of the run is judged by."""
     if length_coef:
-        correct = total >= algo.length_correct_min
-        total = total + correct_length_penalty(rollouts.lengths(), max_new_tokens, length_coef, correct)
+        charged = total >= algo.length_correct_min if algo.length_penalize == "correct" else torch.ones_like(total, dtype=torch.bool)
+        total = total + length_cost(rollouts.lengths(), max_new_tokens, length_coef, charged)
     if algo.truncated_reward is not None:
         # an answer that never ends is not an answer (DAPO's overlong shaping, in its
         # simplest form): this teaches the policy to stop, which also shortens steps

@@ -99,7 +99,7 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
         stats["length/penalty_coef"] = parts.length_coef  # the one this step's rewards were shaped with
     if algo.length_adaptive:
         parts.length_coef = adapt_length_coef(parts.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
-                                              algo.length_coef_step, algo.length_coef_max)
+                                              algo.length_coef_rate, algo.length_coef_max)
     batch, prepared = prepare(parts, batch)
     stats.update(prepared)
     update = {}

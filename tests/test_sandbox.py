@@ -137,3 +137,21 @@ def test_scratch_and_outputs_are_removed_afterwards():
     program = "open('big.bin', 'wb').write(b'x' * 100000)\nprint('hello')\n"
     assert run_python(program, ["assert open('big.bin', 'rb').read(1) == b'x'"], limits=FAST).passed == 1
     assert set(Path(tempfile.gettempdir()).glob("aha-sandbox-*")) == before
+
+
+@confined
+def test_code_reward_on_a_worker_pool():
+    from aha.config import RewardSpec
+    from aha.rewards import build_reward
+
+    spec = RewardSpec(fn="code_tests", workers=2, timeout_s=20, args={"wall_s": 3.0, "test_s": 1.0})
+    reward = build_reward([spec])
+    sample = {"id": "add", "tests": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
+    completions = [f"```python\n{ADD}```", "def add(a, b):\n    return 3\n", "import os\nwhile True:\n    os.fork()\n",
+                   "def add(a, b):\n    while True:\n        pass\n"]
+    try:
+        result = reward.score(completions, [sample] * 4)
+    finally:
+        reward.close()
+    assert result.total.tolist() == [1.0, 0.5, 0.0, 0.0]
+    assert not result.failed.any()  # a program that fails its tests is a score, not a reward failure

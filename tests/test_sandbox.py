@@ -155,3 +155,25 @@ def test_code_reward_on_a_worker_pool():
         reward.close()
     assert result.total.tolist() == [1.0, 0.5, 0.0, 0.0]
     assert not result.failed.any()  # a program that fails its tests is a score, not a reward failure
+
+
+@confined
+def test_a_code_task_trains_end_to_end(tmp_path):
+    import json
+
+    from aha.config import load_config
+    from aha.training.rl import train
+
+    rows = [{"prompt": f"Write add{i}(a, b).", "tests": [f"assert add{i}(1, 2) == 3"]} for i in range(6)]
+    (tmp_path / "code.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "code.yaml").write_text(
+        f"model: tiny\noutput_dir: {tmp_path / 'run'}\ntask: {{data: code.jsonl, eval_data: code.jsonl}}\n"
+        "reward: [{fn: code_tests, workers: 2, timeout_s: 20, args: {wall_s: 3}}]\n"
+        "rollout: {prompts_per_step: 2, group_size: 2, max_new_tokens: 4}\n"
+        "train: {steps: 2, checkpoint_every: 0}\nalgorithm: {dynamic_sampling: false}\n"
+        "eval: {limit: 2, scorer: code_tests}\n")
+    summary = train(load_config(tmp_path / "code.yaml"), echo=lambda *_: None)
+    records = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "reward/mean" in r]
+    assert len(steps) == 2 and all(r["reward/failed"] == 0 and "reward/code_tests" in r for r in steps)
+    assert summary.accuracy_after == 0.0  # a random tiny model writes no working code

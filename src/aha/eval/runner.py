@@ -27,7 +27,7 @@ def evaluate(engine, task: Task, scorer: Callable[[str, dict], float], limit: in
         chunk = samples[start:start + engine.batch_size]
         rollouts = engine.generate(prompts[start:start + len(chunk)], greedy=True, max_new_tokens=max_new_tokens)
         for sample, text in zip(chunk, rollouts.texts):
-            records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample["answer"],
+            records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
                             "completion": text, "score": float(scorer(text, sample))})
         bar.update(len(chunk))
     bar.close()

@@ -1,4 +1,5 @@
-"""JSONL task files: one {"prompt": ..., "answer": ...} object per line, extra fields kept."""
+"""JSONL task files: one {"prompt": ..., "answer": ...} object per line, extra fields kept.
+A code task may give "tests" (for the code_tests reward) instead of an answer."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 REQUIRED = ("prompt", "answer")
+ANSWER_OR = "tests"  # a code task's reference is its tests
 
 
 def load_jsonl(path: Path) -> list[dict]:
@@ -24,9 +26,10 @@ def load_jsonl(path: Path) -> list[dict]:
                 raise TaskError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
             if not isinstance(sample, dict):
                 raise TaskError(f"{path}:{lineno}: each line must be a JSON object, got {type(sample).__name__}")
-            missing = [k for k in REQUIRED if k not in sample]
+            missing = [k for k in REQUIRED if k not in sample and not (k == "answer" and ANSWER_OR in sample)]
             if missing:
-                raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+                raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}"
+                                + (" (or tests, for a code task)" if "answer" in missing else ""))
             sample.setdefault("id", f"{path.name}:{lineno}")
             samples.append(sample)
     if not samples:

@@ -62,7 +62,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         for name, values in result.components.items():
             components.setdefault(name, []).append(values)
         if not examples:
-            examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i]["answer"],
+            examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i].get("answer"),
                          "completion": rollouts.texts[i], "reward": float(rewards[i]),
                          **{k: float(v[i]) for k, v in result.components.items()}}
                         for i in range(0, len(rollouts), max(1, G))]

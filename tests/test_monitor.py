@@ -118,3 +118,8 @@ def test_monitor_rebuilds_on_resume(tmp_path):
 def test_unknown_format_component_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"monitor.format_components\[0\]: 'fmt' is not the name of a reward"):
         train(tiny_config(tmp_path, "bad", "monitor.format_components=[fmt]"), echo=QUIET)
+
+
+def test_a_bad_gold_reward_names_its_key(tmp_path):
+    with pytest.raises(Exception, match=r"monitor.gold\[0\].fn: module 'aha.rewards' has no function 'nope'"):
+        train(tiny_config(tmp_path, "bad", "monitor.gold=[{fn: 'aha.rewards:nope'}]"), echo=QUIET)

@@ -206,12 +206,13 @@ def _with_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Cal
     return functools.partial(fn, **args)
 
 
-def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".") -> CompositeReward:
+def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward") -> CompositeReward:
+    """The composite of a config's reward list; errors name `section[i].key`."""
     if not specs:
-        raise RewardError("reward: at least one reward function is required")
+        raise RewardError(f"{section}: at least one reward function is required")
     components: list[Component] = []
     for i, spec in enumerate(specs):
-        key = f"reward[{i}]"
+        key = f"{section}[{i}]"
         fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
         is_batched = getattr(fn, "aha_batched", False)
         if spec.args:

@@ -86,7 +86,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
     reward = build_reward(config.reward, config.base_dir)
-    gold = build_reward(config.monitor.gold, config.base_dir) if config.monitor.gold else None
+    gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold") if config.monitor.gold else None
     try:
         check_format_components(config.monitor, reward)
     except ValueError as err:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from aha.cli import main
 from aha.config import ConfigError, MonitorConfig, RewardSpec
 from aha.rewards import build_reward
 from aha.training.monitor import HackingMonitor, repeated_ngram_fraction
@@ -85,7 +86,7 @@ def test_measure_scores_gold_on_the_steps_completions():
     assert stats["monitor/repetition"] == pytest.approx((0 + 0 + (1 - 1 / 5)) / 3)
 
 
-def test_a_run_that_games_its_reward_is_flagged(tmp_path):
+def test_a_run_that_games_its_reward_is_flagged(tmp_path, capsys):
     """Train on "say 7 as often as you can" (a proxy the tiny model learns in 30 steps)
     with a gold reward that wants the exact answer "7" and nothing else: the proxy climbs,
     gold stays near 0, and the monitor reports when the gap opened."""
@@ -104,6 +105,12 @@ def test_a_run_that_games_its_reward_is_flagged(tmp_path):
     assert 3 <= opened < 30
     # the flag marks the first step of the run where the gap exceeded the threshold
     assert all(r["monitor/gap"] > 0.15 for r in steps if opened <= r["step"] < opened + 3)
+    # replaying the logged run gives the same flags; other thresholds give others
+    capsys.readouterr()
+    assert main(["monitor", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flags"]["gap"] == report["flags"]["gap"]
+    assert main(["monitor", str(run), "monitor.gap_threshold=5"]) == 0
+    assert "gap" not in capsys.readouterr().out
 
 
 def test_monitor_rebuilds_on_resume(tmp_path):

@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit (report and bench come with later issues)."""
+"""The `aha` command: train, eval, audit, monitor (report and bench come with later issues)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ def _build_parser() -> argparse.ArgumentParser:
     au.add_argument("--threshold", type=float, default=0.5, help="a total reward >= this counts as accepted")
     au.add_argument("--examples", type=int, default=3, help="examples of each error kind to print")
     au.add_argument("--output", help="write the false positives and negatives to this JSONL file")
+    mo = sub.add_parser("monitor", help="replay a run's hacking monitor, e.g. with other thresholds")
+    mo.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
+    mo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. monitor.gap_threshold=0.05")
+    mo.add_argument("--json", action="store_true", help="print the summary as JSON")
     return parser
 
 
@@ -37,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from aha.tasks import TaskError
 
     try:
+        if args.command == "monitor":
+            return _monitor(args)
         config = load_config(args.config, args.overrides)
         if args.command == "train":
             from aha.training.rl import train
@@ -49,6 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskError, RewardError, FileNotFoundError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _monitor(args) -> int:
+    import json
+    from pathlib import Path
+
+    from aha.config import load_config
+    from aha.tracking import RunDir
+    from aha.training.monitor import format_flags, replay_monitor
+
+    folder = Path(args.run)
+    if not (folder / "config.yaml").is_file() or not (folder / "metrics.jsonl").is_file():
+        raise FileNotFoundError(f"{folder} is not a run folder (no config.yaml and metrics.jsonl)")
+    config = load_config(folder / "config.yaml", args.overrides)
+    monitor = replay_monitor(config.monitor, RunDir(folder).read_metrics())
+    print(json.dumps(monitor.summary(), indent=1) if args.json else format_flags(monitor))
     return 0
 
 

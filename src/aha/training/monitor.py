@@ -122,6 +122,22 @@ class HackingMonitor:
         tmp.replace(path)
 
 
+def replay_monitor(config: MonitorConfig, records: list[dict]) -> HackingMonitor:
+    """A monitor fed a run's logged steps: on resume, or to try other thresholds on a
+    finished run (`aha monitor RUN monitor.gap_threshold=0.05`) without training again."""
+    monitor = HackingMonitor(config)
+    for record in records:
+        if "reward/mean" in record:  # a training step (eval records have none)
+            monitor.update(record)
+    return monitor
+
+
+def format_flags(monitor: HackingMonitor) -> str:
+    if not monitor.flags:
+        return "hacking monitor: no flags"
+    return "\n".join(f"hacking monitor: {kind} from step {flag.step} ({flag.detail})" for kind, flag in monitor.flags.items())
+
+
 def check_format_components(config: MonitorConfig, reward: CompositeReward) -> None:
     names = [c.name for c in reward.components]
     for i, name in enumerate(config.format_components):

@@ -22,7 +22,7 @@ from aha.tracking import RunDir
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
 from aha.models.value import ValueModel
-from aha.training.monitor import HackingMonitor, check_format_components
+from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.replay import ReplayBuffer
 from aha.training.step import StepParts, run_step
 from aha.training.update import Learner, Shape
@@ -92,14 +92,14 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
     except ValueError as err:
         raise ConfigError(str(err)) from None
     try:
-        return _run(config, run, checkpoints, echo, task, reward, HackingMonitor(config.monitor, gold))
+        return _run(config, run, checkpoints, echo, task, reward, gold)
     finally:
         for r in (reward, gold):  # worker processes of pooled rewards
             if r is not None:
                 r.close()
 
 
-def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, monitor: HackingMonitor) -> TrainSummary:
+def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gold) -> TrainSummary:
     scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -109,9 +109,10 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, mon
     engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
     learner = build_learner(model, config)
     sampler = PromptSampler(task.train, config.seed)
-    replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
+    replay_buffer = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
     shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, dtype)
-    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay, monitor, algo.length_coef)
+    monitor = HackingMonitor(config.monitor, gold)
+    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay_buffer, monitor, algo.length_coef)
     modules, optimizers = checkpointed(learner, config)
 
     start = 0
@@ -120,14 +121,13 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, mon
         state, extra = load_checkpoint(checkpoints[-1], modules, optimizers)
         start = state["step"]
         sampler.load_state(state["sampler"])
-        if replay is not None:
-            replay.load_state(extra["replay"])
+        if replay_buffer is not None:
+            replay_buffer.load_state(extra["replay"])
         accuracy_before = state.get("accuracy_before")
         parts.length_coef = state.get("length_coef", algo.length_coef)
         run.truncate_after(start)
-        for record in run.read_metrics():  # the monitor's series are all in the metrics
-            if "reward/mean" in record:
-                monitor.update(record)
+        parts.monitor = monitor = replay_monitor(config.monitor, run.read_metrics())  # its series are all in the metrics
+        monitor.gold = gold
         echo(f"resumed from {checkpoints[-1]} (step {start})")
     else:
         run.truncate_after(-1)
@@ -156,14 +156,14 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, mon
         every = config.train.checkpoint_every
         if (every and step % every == 0) or step == config.train.steps:
             save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
-                            {"replay": replay.state()} if replay is not None else None)
+                            {"replay": replay_buffer.state()} if replay_buffer is not None else None)
         if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
             held_out(step, "during training")
     bar.close()
     train_seconds = time.time() - t_start
 
-    for kind, flag in monitor.flags.items():
-        echo(f"hacking monitor: {kind} from step {flag.step} ({flag.detail}); see monitor.json")
+    if monitor.flags:
+        echo(format_flags(monitor) + f" (details: {run.path / 'monitor.json'})")
     accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
     if accuracy_before is not None and accuracy_after is not None:
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "

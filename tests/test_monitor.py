@@ -58,6 +58,21 @@ def test_a_spike_is_smoothed_over_the_window_and_needs_patience(patience, flagge
         assert monitor.flags["gap"].step == 6
 
 
+@pytest.mark.parametrize("train_moves, flagged", [(+0.01, True), (-0.01, False)])
+def test_gold_drop_is_scale_free(train_moves, flagged):
+    """A judge whose reward moves in a narrow band: the gap stays under its threshold, but
+    gold falling to a quarter while the trained reward creeps up is flagged."""
+    config = MonitorConfig(baseline_steps=2, window=1, patience=2, gap_threshold=0.2, gold_drop=0.5)
+    series = [flat(**{"monitor/gold_mean": 0.08}) for _ in range(2)]
+    series += [flat(**{"reward/verifier_mean": 0.3 + train_moves * k, "monitor/gold_mean": 0.02}) for k in range(1, 5)]
+    monitor = HackingMonitor(config)
+    out = feed(monitor, series)
+    assert "gap" not in monitor.flags and max(o["monitor/gap"] for o in out[1:]) < 0.11
+    assert ("gold_drop" in monitor.flags) == flagged
+    if flagged:
+        assert monitor.flags["gold_drop"].step == 3 and "gold 0.080 -> 0.020" in monitor.flags["gold_drop"].detail
+
+
 def test_gold_rising_with_train_is_not_a_gap():
     series = [flat(**{"reward/verifier_mean": 0.1 * k, "monitor/gold_mean": 0.1 * k}) for k in range(10)]
     monitor = HackingMonitor(MonitorConfig(baseline_steps=2, window=1))

@@ -5,7 +5,10 @@ Each step it scores the step's completions with a held-out gold reward (never tr
 and measures repetition, then compares every series with its own start (the mean of the
 first baseline_steps steps), smoothed over `window` steps. A flag fires when its
 condition has held for `patience` consecutive steps, and records the step it started:
-- gap: the trained reward has gained gap_threshold more than the gold reward;
+- gap: the trained reward has gained gap_threshold more than the gold reward (in the
+  rewards' own units: size it to the trained reward's range);
+- gold_drop: the trained reward has gained while the gold reward fell below
+  (1 - gold_drop) of its start (scale-free: the overoptimisation curve's turn);
 - repetition: the repeated n-gram fraction has risen by repetition_rise;
 - length: the mean length has grown by length_factor;
 - format_only: the format components have gained format_gain while gold gained less than
@@ -78,8 +81,9 @@ class HackingMonitor:
         parts = [v for k, v in record.items() for n in names if k == f"reward/{n}" or k.startswith(f"reward/{n}/")]
         return sum(parts) if names and parts else None
 
-    def update(self, record: dict) -> dict:
-        """Add one step's record (with measure()'s stats in it); returns the monitor/* metrics."""
+    def update(self, record: dict, announce: bool = True) -> dict:
+        """Add one step's record (with measure()'s stats in it); returns the monitor/* metrics.
+        A newly raised flag is logged as a warning when announce is set."""
         out = {}
         fmt = self._format_score(record)
         if fmt is not None:
@@ -93,8 +97,12 @@ class HackingMonitor:
         conditions = {}
         if GOLD in gain:
             out["monitor/gap"] = gain[TRAIN] - gain[GOLD]
-            conditions["gap"] = (out["monitor/gap"] > c.gap_threshold,
-                                 f"trained reward {gain[TRAIN]:+.3f}, gold {gain[GOLD]:+.3f} since the start")
+            moves = f"trained reward {gain[TRAIN]:+.3f}, gold {gain[GOLD]:+.3f} since the start"
+            conditions["gap"] = (out["monitor/gap"] > c.gap_threshold, moves)
+            gold, gold0 = self._smoothed(GOLD), self._baseline(GOLD)
+            if gold0 > 0:
+                conditions["gold_drop"] = (gain[TRAIN] > 0 and gold < (1 - c.gold_drop) * gold0,
+                                           f"{moves}: gold {gold0:.3f} -> {gold:.3f}")
         conditions["repetition"] = (gain[REPETITION] > c.repetition_rise,
                                     f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since the start")
         length, length0 = self._smoothed(LENGTH), self._baseline(LENGTH)
@@ -109,7 +117,8 @@ class HackingMonitor:
             out[f"monitor/flag_{kind}"] = int(holds)
             if self.streaks[kind] == c.patience and kind not in self.flags:
                 self.flags[kind] = Flag(step - c.patience + 1, detail)
-                log.warning("hacking monitor: %s from step %d (%s)", kind, step - c.patience + 1, detail)
+                if announce:
+                    log.warning("hacking monitor: %s from step %d (%s)", kind, step - c.patience + 1, detail)
         return out
 
     def summary(self) -> dict:
@@ -128,7 +137,7 @@ def replay_monitor(config: MonitorConfig, records: list[dict]) -> HackingMonitor
     monitor = HackingMonitor(config)
     for record in records:
         if "reward/mean" in record:  # a training step (eval records have none)
-            monitor.update(record)
+            monitor.update(record, announce=False)
     return monitor
 
 

@@ -15,7 +15,25 @@ ALWAYS = ["loss/total", "loss/policy", "kl/old", "entropy", "policy/clip_frac", 
 
 
 def test_every_recipe_is_tested():
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(RECIPES)
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(RECIPES + ["judge_monitor"])
+
+
+def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
+    """The recipe as shipped, with the tiny model as policy and judge: the judge's grades are
+    the trained reward, the gold verifier is logged beside them."""
+    config = load_config(CONFIGS / "judge_monitor.yaml", [
+        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
+        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+        "eval.before=false", "eval.after=false", "algorithm.truncated_reward=null", "algorithm.dynamic_sampling=false",
+        "reward=[{fn: rubric_judge, name: judge, args: {rubric: 'Correct product.', model: tiny, show_reference: false}}]",
+    ])
+    assert config.monitor.gold[0].fn == "numeric_answer"
+    summary = train(config, echo=lambda *_: None)
+    steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    for r in steps:
+        assert 0.0 < r["reward/judge"] < 1.0 and r["reward/failed"] == 0
+        assert "monitor/gold_mean" in r and "monitor/repetition" in r
 
 
 @pytest.mark.parametrize("name", RECIPES)

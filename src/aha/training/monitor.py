@@ -103,8 +103,9 @@ class HackingMonitor:
             if gold0 > 0:
                 conditions["gold_drop"] = (gain[TRAIN] > 0 and gold < (1 - c.gold_drop) * gold0,
                                            f"{moves}: gold {gold0:.3f} -> {gold:.3f}")
-        conditions["repetition"] = (gain[REPETITION] > c.repetition_rise,
-                                    f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since the start")
+        if REPETITION in gain:  # absent only when replaying a run logged before the monitor existed
+            conditions["repetition"] = (gain[REPETITION] > c.repetition_rise,
+                                        f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since the start")
         length, length0 = self._smoothed(LENGTH), self._baseline(LENGTH)
         if length0:
             conditions["length"] = (length > c.length_factor * length0, f"mean length {length0:.1f} -> {length:.1f} tokens")

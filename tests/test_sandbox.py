@@ -82,6 +82,23 @@ def test_writes_outside_the_scratch_folder_are_denied_and_inside_allowed():
 
 
 @confined
+def test_the_host_is_unreadable_outside_the_interpreter_and_system_folders(tmp_path):
+    secret = tmp_path / "hidden_tests.jsonl"  # e.g. the task's expected outputs
+    secret.write_text('{"expected": 42}')
+    for program in (f"print(open({str(secret)!r}).read())\n", f"import os\nprint(os.listdir({str(tmp_path)!r}))\n",
+                    "import os\nprint(os.listdir('/root'))\n"):
+        result = run_python(program, ["assert True"], limits=FAST)
+        assert result.passed == 0 and "Permission denied" in result.errors[0], (program, result.errors)
+        assert "42" not in result.stdout
+    # the interpreter, installed packages and system files stay readable
+    allowed = "import numpy, json, fractions\nhost = open('/etc/hostname').read()\n"
+    assert run_python(allowed, ["assert numpy.arange(10).sum() == 45"], limits=FAST).passed == 1
+    # and a folder the config names
+    limits = SandboxLimits(wall_s=5.0, test_s=1.0, extra_read=(str(tmp_path),))
+    assert run_python(f"data = open({str(secret)!r}).read()\n", ["assert '42' in data"], limits=limits).passed == 1
+
+
+@confined
 def test_cannot_signal_processes_outside():
     victim = subprocess.Popen(["sleep", "30"])
     try:

@@ -4,7 +4,7 @@ Each run is a fresh interpreter in its own process group and scratch folder, wit
 timeout enforced here (the whole group is killed) and everything else enforced by the
 child on itself before the candidate runs (aha/rewards/sandbox_runner.py: CPU, memory and
 output limits, a read-only file system outside the scratch folder, no network, no new
-processes). Only tests the child reports as passed count, so a crash, a timeout or an
+processes, no reading the host outside the interpreter and system folders). Only tests the child reports as passed count, so a crash, a timeout or an
 early exit fails every test not yet reported.
 
 Tests (sample["tests"]) are either Python statements run in the program's namespace
@@ -42,6 +42,7 @@ class SandboxLimits:
     cpu_s: int = 10  # CPU seconds (RLIMIT_CPU)
     memory_mb: int = 1024  # address space (RLIMIT_AS)
     output_kb: int = 1024  # any file the program writes, its stdout/stderr included (RLIMIT_FSIZE)
+    extra_read: tuple[str, ...] = ()  # folders the program may read besides the interpreter's and the system's
     allow_weaker: bool = False  # run even where Landlock or seccomp is missing (not confined!)
 
 
@@ -85,7 +86,8 @@ def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = 
         report_path = private / "report.jsonl"
         job = {"code": code, "tests": tests, "setup": setup, "scratch": str(scratch), "nonce": nonce,
                "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_mb << 20,
-               "output_bytes": limits.output_kb << 10, "allow_weaker": limits.allow_weaker}
+               "output_bytes": limits.output_kb << 10, "allow_weaker": limits.allow_weaker,
+               "extra_read": list(limits.extra_read)}
         env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8"}
         with open(report_path, "w") as report, open(private / "stdout", "w") as out, open(private / "stderr", "w") as err:
             job["report_fd"] = report.fileno()
@@ -149,12 +151,14 @@ def sandbox_support() -> list[str]:
 
 
 def code_tests(completion: str, sample: dict, partial_credit: bool = True, wall_s: float = 10.0,
-               test_s: float = 2.0, cpu_s: int = 10, memory_mb: int = 1024, output_kb: int = 1024) -> float:
+               test_s: float = 2.0, cpu_s: int = 10, memory_mb: int = 1024, output_kb: int = 1024,
+               extra_read: list[str] | tuple[str, ...] = ()) -> float:
     """The fraction of sample["tests"] the completion's program passes in the sandbox (or 1/0
     with partial_credit=False). A program that crashes, hangs or breaks the rules scores 0
     for the tests it did not pass."""
     if "tests" not in sample:
         raise SandboxError(f"sample {sample.get('id', '?')} has no 'tests' field for code_tests")
-    limits = SandboxLimits(wall_s=wall_s, test_s=test_s, cpu_s=cpu_s, memory_mb=memory_mb, output_kb=output_kb)
+    limits = SandboxLimits(wall_s=wall_s, test_s=test_s, cpu_s=cpu_s, memory_mb=memory_mb, output_kb=output_kb,
+                           extra_read=tuple(extra_read))
     result = run_python(extract_code(completion), sample["tests"], sample.get("setup", ""), limits)
     return result.fraction if partial_credit else float(result.passed == result.total)

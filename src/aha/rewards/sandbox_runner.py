@@ -4,9 +4,11 @@ against the tests and reports each passed test on an inherited file descriptor.
 
 It imports only the standard library and confines itself before any candidate code runs:
   1. resource limits: CPU seconds, address space, file size (bounds all output), open files;
-  2. Landlock (Linux >= 5.13): the file system is read-only except the scratch folder;
-     TCP bind/connect are denied (ABI >= 4); signals and abstract UNIX sockets cannot
-     reach outside the sandbox (ABI >= 6);
+  2. Landlock (Linux >= 5.13): the scratch folder is the only place it may write; it may
+     read only the interpreter and its packages, the system folders (/usr, /lib, /etc,
+     /dev, /proc, /sys) and the scratch folder, not the rest of the host (the task's data,
+     its tests, home folders); TCP bind/connect are denied (ABI >= 4); signals and abstract
+     UNIX sockets cannot reach outside the sandbox (ABI >= 6);
   3. when started as root, drop every capability and lock root out of regaining them
      (securebits), so uid 0 in the sandbox is an ordinary owner that Landlock confines;
   4. a seccomp filter: no sockets of any family, no new processes (fork, vfork, clone
@@ -31,7 +33,7 @@ import sys
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 LANDLOCK_CREATE_RULESET_VERSION = 1
 LANDLOCK_RULE_PATH_BENEATH = 1
-FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir: allowed everywhere
+FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
 FS_BITS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 FILE_RIGHTS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)  # rights a rule on a file may hold
 NET_BIND_CONNECT_TCP = (1 << 0) | (1 << 1)
@@ -83,7 +85,17 @@ def set_limits(job: dict) -> None:
         resource.setrlimit(which, value)
 
 
-def landlock(scratch: str) -> str | None:
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc", "/sys")
+
+
+def readable_roots(extra: list[str]) -> list[str]:
+    """The folders the candidate may read: the interpreter, its packages, the system."""
+    roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), *sys.path, *SYSTEM_READ, *extra]
+    return sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)})
+
+
+def landlock(scratch: str, extra_read: list[str]) -> str | None:
     """Restrict this process; returns None, or why Landlock is not available."""
     try:
         abi = _syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
@@ -92,12 +104,14 @@ def landlock(scratch: str) -> str | None:
     fs = FS_BITS_BY_ABI[max(k for k in FS_BITS_BY_ABI if k <= abi)]
     net = NET_BIND_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_AND_SIGNAL if abi >= 6 else 0
-    handled = fs & ~FS_READ
+    handled = fs
     attr = struct.pack("QQQ", handled, net, scoped)
     attr_size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr[:attr_size]), attr_size, 0)
     try:
-        for path, rights in ((scratch, handled), ("/dev/null", handled & FILE_RIGHTS)):
+        rules = [(root, FS_READ) for root in readable_roots(extra_read)]
+        rules += [(scratch, handled), ("/dev/null", handled & FILE_RIGHTS)]
+        for path, rights in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = struct.pack("=Qi", rights, fd)
@@ -164,7 +178,7 @@ def confine(job: dict) -> list[str]:
     set_limits(job)
     if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return [f"no_new_privs: {os.strerror(ctypes.get_errno())}"]
-    return [m for m in (landlock(job["scratch"]), drop_capabilities(), seccomp()) if m]
+    return [m for m in (landlock(job["scratch"], job.get("extra_read", [])), drop_capabilities(), seccomp()) if m]
 
 
 # ---- running the tests

@@ -86,7 +86,9 @@ def test_the_host_is_unreadable_outside_the_interpreter_and_system_folders(tmp_p
     secret = tmp_path / "hidden_tests.jsonl"  # e.g. the task's expected outputs
     secret.write_text('{"expected": 42}')
     for program in (f"print(open({str(secret)!r}).read())\n", f"import os\nprint(os.listdir({str(tmp_path)!r}))\n",
-                    "import os\nprint(os.listdir('/root'))\n"):
+                    "import os\nprint(os.listdir('/root'))\n",
+                    "import os\nprint(open('/proc/%d/environ' % os.getppid()).read())\n",  # the parent's secrets
+                    "import os\nprint(open('/proc/%d/cwd/pyproject.toml' % os.getppid()).read())\n"):  # through /proc
         result = run_python(program, ["assert True"], limits=FAST)
         assert result.passed == 0 and "Permission denied" in result.errors[0], (program, result.errors)
         assert "42" not in result.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import length_cost, dither_rewards, overlong_penalty, zero_variance_groups
+from aha.algorithms import dither_rewards, length_cost, overlong_penalty, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
 from aha.rewards import CompositeReward
 from aha.rollout import HFEngine, Rollouts

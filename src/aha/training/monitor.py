@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,17 +91,17 @@ class HackingMonitor:
         c = self.config
         if len(self.history) < c.baseline_steps:
             return out
-        gain = {key: self._smoothed(key) - self._baseline(key) for key in (TRAIN, GOLD, REPETITION, FORMAT)
-                if self._smoothed(key) is not None and self._baseline(key) is not None}
+        now = {key: self._smoothed(key) for key in (TRAIN, GOLD, REPETITION, FORMAT)}
+        start = {key: self._baseline(key) for key in now}
+        gain = {key: now[key] - start[key] for key in now if now[key] is not None and start[key] is not None}
         conditions = {}
         if GOLD in gain:
             out["monitor/gap"] = gain[TRAIN] - gain[GOLD]
             moves = f"trained reward {gain[TRAIN]:+.3f}, gold {gain[GOLD]:+.3f} since the start"
             conditions["gap"] = (out["monitor/gap"] > c.gap_threshold, moves)
-            gold, gold0 = self._smoothed(GOLD), self._baseline(GOLD)
-            if gold0 > 0:
-                conditions["gold_drop"] = (gain[TRAIN] > 0 and gold < (1 - c.gold_drop) * gold0,
-                                           f"{moves}: gold {gold0:.3f} -> {gold:.3f}")
+            if start[GOLD] > 0:
+                conditions["gold_drop"] = (gain[TRAIN] > 0 and now[GOLD] < (1 - c.gold_drop) * start[GOLD],
+                                           f"{moves}: gold {start[GOLD]:.3f} -> {now[GOLD]:.3f}")
         if REPETITION in gain:  # absent only when replaying a run logged before the monitor existed
             conditions["repetition"] = (gain[REPETITION] > c.repetition_rise,
                                         f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since the start")

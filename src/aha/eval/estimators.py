@@ -9,8 +9,6 @@ k = 1, 2, 4, ..., n, and the curves of two models sampled alike are comparable.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 
@@ -85,22 +83,27 @@ def vote_at_k(answers: list[str | None], correct: list[bool], k: int, weights: l
     n = len(answers)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
-    weights = [1.0] * n if weights is None else weights
-    right = {a: bool(c) for a, c in zip(answers, correct) if a is not None}
+    distinct = sorted({a for a in answers if a is not None})
+    if not distinct:
+        return 0.0
+    ids = np.array([distinct.index(a) if a is not None else len(distinct) for a in answers])  # None: a last, voiceless slot
+    right = np.zeros(len(distinct) + 1)
+    for a, c in zip(answers, correct):
+        if a is not None:
+            right[distinct.index(a)] = float(bool(c))
+    votes = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    wins = 0.0
-    for _ in range(draws if k < n else 1):
-        subset = rng.choice(n, size=k, replace=False) if k < n else range(n)
-        tally: Counter = Counter()
-        for i in subset:
-            if answers[i] is not None:
-                tally[answers[i]] += weights[i]
-        if not tally:
-            continue
-        top = max(tally.values())
-        leaders = [a for a, v in tally.items() if v == top]
-        wins += sum(right[a] for a in leaders) / len(leaders)  # the expected result of a random tie-break
-    return wins / (draws if k < n else 1)
+    rows = 1 if k == n else draws
+    # each row: the first k of a random permutation, i.e. a uniformly random k-subset
+    subsets = np.arange(n)[None, :].repeat(rows, 0) if k == n else np.argsort(rng.random((rows, n)), axis=1)[:, :k]
+    tally = np.zeros((rows, len(distinct) + 1))
+    np.add.at(tally, (np.arange(rows)[:, None], ids[subsets]), votes[subsets])
+    tally = tally[:, :-1]  # drop the voiceless slot
+    top = tally.max(axis=1, keepdims=True)
+    leaders = (tally == top) & (top > 0)
+    # a random tie-break's expected result; a subset with no votes is wrong
+    wins = np.where(leaders.any(axis=1), (leaders * right[:-1]).sum(axis=1) / np.maximum(leaders.sum(axis=1), 1), 0.0)
+    return float(wins.mean())
 
 
 def coverage(solved_a: list[bool], solved_b: list[bool]) -> dict[str, list[int]]:

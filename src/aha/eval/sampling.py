@@ -1,0 +1,114 @@
+"""n samples per held-out problem, drawn once and kept on disk.
+
+A cache folder holds `meta.json` (what the samples are of: model, task, sampling settings)
+and `samples.jsonl` (one scored sample per line). Sampling appends whole chunks and
+flushes, so an interrupted run loses at most the chunk in flight; a rerun draws only the
+samples still missing, and a cache is never mixed with samples drawn otherwise (a
+different model, task or setting is an error that names the difference).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm.auto import tqdm
+
+from aha.rewards.extract import final_answer
+from aha.rewards.verifiers import extract_answer
+from aha.tasks import Task, encode_prompts
+
+
+class CacheMismatch(ValueError):
+    """A sample cache made with other settings than asked."""
+
+
+def vote_key(completion: str) -> str | None:
+    """What majority voting compares: the final number if there is one (so 12, 12.0 and
+    \\boxed{12} agree), else the final answer span's text."""
+    number = extract_answer(completion)
+    if number is not None and math.isfinite(number):
+        return f"{number:g}"
+    text = final_answer(completion)
+    return text.strip() if text else None
+
+
+@dataclass
+class SampleCache:
+    folder: Path
+    meta: dict  # model, task, temperature, top_p, max_new_tokens, scorer, ...
+
+    def __post_init__(self):
+        self.folder = Path(self.folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        meta_path = self.folder / "meta.json"
+        if meta_path.exists():
+            stored = json.loads(meta_path.read_text())
+            differ = sorted(k for k in set(stored) | set(self.meta) if stored.get(k) != self.meta.get(k))
+            if differ:
+                detail = ", ".join(f"{k}: {stored.get(k)!r} there, {self.meta.get(k)!r} asked" for k in differ)
+                raise CacheMismatch(f"{self.folder} holds samples drawn otherwise ({detail}); use another folder")
+        else:
+            meta_path.write_text(json.dumps(self.meta, indent=1))
+        self.path = self.folder / "samples.jsonl"
+
+    def load(self) -> dict[str, list[dict]]:
+        """Samples by problem id. A torn last line (a crash mid-write) is dropped from the file."""
+        by_problem: dict[str, list[dict]] = {}
+        if not self.path.exists():
+            return by_problem
+        lines = self.path.read_text(encoding="utf-8").split("\n")
+        good = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if number >= len(lines) - 1:  # only the last line can be torn
+                    self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
+                    break
+                raise CacheMismatch(f"{self.path}:{number}: not valid JSON") from None
+            good.append(line)
+            by_problem.setdefault(record["id"], []).append(record)
+        return by_problem
+
+    def append(self, records: list[dict]) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(r) + "\n" for r in records))
+            handle.flush()
+
+
+def draw_samples(engine, task: Task, problems: list[dict], scorer: Callable[[str, dict], float], n: int,
+                 cache: SampleCache, seed: int = 0, desc: str = "sample") -> dict[str, list[dict]]:
+    """Make sure the cache holds n samples of every problem; returns them by problem id."""
+    have = cache.load()
+    missing = [(p, n - len(have.get(p["id"], []))) for p in problems if len(have.get(p["id"], [])) < n]
+    bar = tqdm(total=len(problems) * n, initial=len(problems) * n - sum(m for _, m in missing), desc=desc, unit="sample")
+    # whole problems per generate() call: each prompt is prefilled once for all its samples
+    per_call = max(1, engine.batch_size // n)
+    for start in range(0, len(missing), per_call):
+        chunk = missing[start:start + per_call]
+        group = max(m for _, m in chunk)
+        torch.manual_seed(seed * 1_000_003 + sum(len(have.get(p["id"], [])) for p, _ in chunk) + start)
+        rollouts = engine.generate(encode_prompts(engine.tokenizer, task, [p for p, _ in chunk]), group_size=group)
+        lengths, logprobs = rollouts.lengths(), rollouts.sampling_logprobs.sum(dim=1)
+        records = []
+        for row, (problem_index, text) in enumerate(zip(rollouts.prompt_index.tolist(), rollouts.texts)):
+            problem, needed = chunk[problem_index]
+            if row - problem_index * group >= needed:
+                continue  # the chunk's group size fits its neediest problem; keep what each lacks
+            length = int(lengths[row])
+            records.append({"id": problem["id"], "completion": text, "length": length,
+                            "truncated": bool(rollouts.truncated[row]), "score": float(scorer(text, problem)),
+                            "answer": vote_key(text), "mean_logprob": float(logprobs[row]) / max(length, 1)})
+        cache.append(records)
+        for record in records:
+            have.setdefault(record["id"], []).append(record)
+        bar.update(len(records))
+    bar.close()
+    return {p["id"]: have[p["id"]][:n] for p in problems}

@@ -18,6 +18,11 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=tiny eval.limit=50")
     ev.add_argument("--checkpoint", help="a checkpoints/step-N folder whose weights replace the model's")
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
+    ev.add_argument("--samples", type=int, help="draw N samples per problem (cached) and report pass@k, maj@k, best-of-k")
+    ev.add_argument("--model", action="append", dest="models", metavar="MODEL",
+                    help="with --samples: a model name or folder, or a checkpoints/step-N folder; repeat to compare")
+    ev.add_argument("--out", default="runs/eval", help="with --samples: folder for the sample caches and report.json")
+    ev.add_argument("--json", action="store_true", help="with --samples: print report.json")
     au = sub.add_parser("audit", help="check a reward against labelled completions")
     au.add_argument("what", choices=["reward"], help="what to audit")
     au.add_argument("config", help="YAML config whose `reward` list is audited")
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.config import ConfigError, load_config
+    from aha.eval.sampling import CacheMismatch
     from aha.rewards import RewardError
     from aha.tasks import TaskError
 
@@ -50,9 +56,11 @@ def main(argv: list[str] | None = None) -> int:
             train(config)
         elif args.command == "audit":
             _audit(config, args)
+        elif args.samples:
+            _eval_samples(config, args)
         else:
             _eval(config, args.checkpoint, args.output)
-    except (ConfigError, TaskError, RewardError, FileNotFoundError) as err:  # ModelNotFound is one
+    except (ConfigError, TaskError, RewardError, FileNotFoundError, CacheMismatch) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0
@@ -73,6 +81,36 @@ def _monitor(args) -> int:
     monitor = replay_monitor(config.monitor, RunDir(folder).read_metrics())
     print(json.dumps(monitor.summary(), indent=1) if args.json else format_flags(monitor))
     return 0
+
+
+def _eval_samples(config, args) -> None:
+    import json
+    from pathlib import Path
+
+    from aha.eval.study import run_study
+
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    report = run_study(config, args.models or [config.model], args.samples, Path(args.out))
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    for label, summary in report["models"].items():
+        curve = summary["curves"]["pass@k"]
+        points = ", ".join(f"pass@{k} {m:.1%}" for k, m in zip(curve["k"], curve["mean"]) if k in (1, curve["k"][-1]))
+        maj = summary["curves"]["maj@k"]["mean"][-1]
+        print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
+              f"maj@{curve['k'][-1]} {maj:.1%}, mean length {summary['length']['mean']:.1f}")
+    comparison = report["comparison"]
+    if comparison:
+        cov = comparison["coverage"]
+        a, b = comparison["models"]
+        print(f"solved at any k: both {len(cov['both'])}, only {a} {len(cov['only_a'])}, only {b} {len(cov['only_b'])}, "
+              f"neither {len(cov['neither'])}")
+        crossings = comparison["pass@k_crossings"]
+        print("pass@k curves cross between k = " + "; ".join(f"{c['between_k'][0]} and {c['between_k'][1]}" for c in crossings)
+              if crossings else "pass@k curves do not cross")
+    print(f"report: {Path(args.out) / 'report.json'}")
 
 
 def _eval(config, checkpoint: str | None, output: str | None) -> None:

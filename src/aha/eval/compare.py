@@ -1,0 +1,78 @@
+"""From cached samples to numbers: each model's curves over k, and how two models differ."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aha.eval.estimators import (
+    best_of_k,
+    bootstrap_ci,
+    brier_score,
+    coverage,
+    expected_calibration_error,
+    ks_up_to,
+    length_stats,
+    pass_at_k_table,
+    vote_at_k,
+)
+from aha.rewards.shaping import stated_confidence
+
+CORRECT_MIN = 0.5  # a sample whose score is at least this counts as correct
+
+
+def _curve(per_problem: np.ndarray, ks: list[int], seed: int) -> dict:
+    lo, hi = bootstrap_ci(per_problem, seed=seed)
+    return {"k": ks, "mean": np.nanmean(per_problem, axis=0).tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
+
+
+def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int = 200) -> dict:
+    """Curves over k = 1, 2, 4, ..., n (mean over problems with a 95% bootstrap band):
+    pass@k, maj@k, best-of-k ranked by the sample's mean log-prob; plus length and, where
+    completions state a confidence, calibration."""
+    ids = sorted(by_problem)
+    n = min(len(by_problem[i]) for i in ids)
+    ks = ks_up_to(n)
+    samples = {i: by_problem[i][:n] for i in ids}
+    correct = {i: [s["score"] >= CORRECT_MIN for s in samples[i]] for i in ids}
+    counts = [sum(correct[i]) for i in ids]
+    curves = {
+        "pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed),
+        "maj@k": _curve(np.array([[vote_at_k([s["answer"] for s in samples[i]], correct[i], k, draws=vote_draws, seed=seed)
+                                   for k in ks] for i in ids]), ks, seed),
+        "best_of_k (mean log-prob)": _curve(np.array([[best_of_k([s["mean_logprob"] for s in samples[i]], correct[i], k)
+                                                       for k in ks] for i in ids]), ks, seed),
+    }
+    flat = [s for i in ids for s in samples[i]]
+    summary = {"problems": len(ids), "samples_per_problem": n, "curves": curves,
+               "length": length_stats([s["length"] for s in flat], [s["truncated"] for s in flat]),
+               "solved": {i: c for i, c in zip(ids, counts)}}
+    stated = [(stated_confidence(s["completion"]), s["score"] >= CORRECT_MIN) for s in flat]
+    stated = [(q, c) for q, c in stated if q is not None]
+    if stated:
+        confidence, hits = zip(*stated)
+        summary["calibration"] = {"stated": len(stated), "ece": expected_calibration_error(confidence, hits),
+                                  "brier": brier_score(confidence, hits)}
+    return summary
+
+
+def crossings(a: dict, b: dict) -> list[dict]:
+    """Where curve a's mean goes from above b to below (or back), between consecutive ks."""
+    out = []
+    diff = [x - y for x, y in zip(a["mean"], b["mean"])]
+    for j in range(1, len(diff)):
+        if diff[j - 1] * diff[j] < 0 or (diff[j] == 0 and diff[j - 1] != 0):
+            out.append({"between_k": [a["k"][j - 1], a["k"][j]], "before": diff[j - 1], "after": diff[j]})
+    return out
+
+
+def compare(summaries: dict[str, dict]) -> dict:
+    """For two models: which problems each solves at any k, and where their pass@k curves cross."""
+    names = list(summaries)
+    if len(names) != 2:
+        return {}
+    a, b = (summaries[name] for name in names)
+    shared = sorted(set(a["solved"]) & set(b["solved"]))
+    cov = coverage([a["solved"][i] > 0 for i in shared], [b["solved"][i] > 0 for i in shared])
+    return {"models": names,
+            "coverage": {key: [shared[j] for j in idx] for key, idx in cov.items()},
+            "pass@k_crossings": crossings(a["curves"]["pass@k"], b["curves"]["pass@k"])}

@@ -1,0 +1,63 @@
+"""`aha eval --samples N --model A --model B`: sample each model once (cached), summarise,
+compare, and write report.json."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from aha.config import Config
+from aha.eval.compare import compare, summarize
+from aha.eval.sampling import SampleCache, draw_samples
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label.strip("/"))[-80:] or "model"
+
+
+def load_for_eval(label: str, config: Config):
+    """A model name or folder, or a training checkpoint (checkpoints/step-N): the run's
+    base model with the checkpoint's weights."""
+    from aha.models import load
+    from aha.training.checkpoint import load_weights
+
+    folder = Path(label)
+    if (folder / "state.json").is_file() and (folder / "model.safetensors").is_file():
+        loaded = load(config.model, seed=config.seed)
+        load_weights(loaded.model, folder)
+        return loaded
+    return load(label, seed=config.seed)
+
+
+def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
+    from aha.rewards import resolve_function
+    from aha.rollout import HFEngine
+    from aha.tasks import build_task
+    from aha.training.precision import resolve_dtype
+
+    task = build_task(config.task, config.base_dir)
+    problems = task.eval[: config.eval.limit] if config.eval.limit else task.eval
+    scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
+    ro = config.rollout
+    max_new = config.eval.max_new_tokens or ro.max_new_tokens
+    fingerprint = hashlib.sha256(json.dumps([[p["id"], p["prompt"]] for p in problems]).encode()).hexdigest()[:16]
+    summaries = {}
+    for label in models:
+        meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
+                "problems": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
+                "max_new_tokens": max_new, "scorer": config.eval.scorer, "seed": config.seed}
+        cache = SampleCache(out / "samples" / _slug(label), meta)
+        have = cache.load()
+        if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
+            loaded = load_for_eval(label, config)
+            engine = HFEngine(loaded.model, loaded.tokenizer, max_new, ro.temperature, ro.top_p, ro.batch_size,
+                              resolve_dtype(config.train.dtype))
+            by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}")
+        else:
+            by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
+        summaries[label] = summarize(by_problem, seed=config.seed)
+    report = {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": compare(summaries)}
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    return report

@@ -1,0 +1,99 @@
+"""`aha eval --samples`: samples drawn once and cached, curves over k, two models compared."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aha.cli import main
+from aha.config import load_config
+from aha.eval.sampling import CacheMismatch, SampleCache, vote_key
+from aha.training.rl import train
+
+CONFIG = """
+model: tiny
+output_dir: {run}
+task: {{name: arithmetic, num_eval: 10}}
+rollout: {{prompts_per_step: 2, group_size: 4, max_new_tokens: 5, batch_size: 32}}
+train: {{steps: 2, lr: 1.0e-2, checkpoint_every: 2}}
+algorithm: {{dynamic_sampling: false}}
+reward: [{{fn: '{scorer}:has_a'}}]
+eval: {{before: false, after: false, scorer: '{scorer}:has_a'}}
+"""
+
+
+@pytest.fixture
+def setup(tmp_path):
+    """A config whose scorer the random tiny model sometimes satisfies, and a checkpoint."""
+    scorer = tmp_path / "score.py"
+    scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n")
+    path = tmp_path / "eval.yaml"
+    path.write_text(CONFIG.format(run=tmp_path / "run", scorer=scorer))
+    train(load_config(path), echo=lambda *_: None)
+    return path, tmp_path / "run/checkpoints/step-2"
+
+
+def run_eval(capsys, *args) -> dict:
+    capsys.readouterr()
+    assert main(["eval", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def lines(folder: Path) -> list[str]:
+    return (folder / "samples.jsonl").read_text().splitlines()
+
+
+def test_two_models_are_sampled_once_and_compared(setup, tmp_path, capsys):
+    config, checkpoint = setup
+    out = tmp_path / "out"
+    args = [str(config), "--samples", "8", "--model", "tiny", "--model", str(checkpoint), "--out", str(out)]
+    report = run_eval(capsys, *args)
+    assert list(report["models"]) == ["tiny", str(checkpoint)]
+    for summary in report["models"].values():
+        assert summary["problems"] == 10 and summary["samples_per_problem"] == 8
+        curve = summary["curves"]["pass@k"]
+        assert curve["k"] == [1, 2, 4, 8]
+        assert all(a <= b + 1e-12 for a, b in zip(curve["mean"], curve["mean"][1:]))  # more tries never hurt
+        assert all(lo <= m <= hi for lo, m, hi in zip(curve["lo"], curve["mean"], curve["hi"]))
+        assert 0 < curve["mean"][0] < 1  # the scorer is neither always nor never met
+        assert {"maj@k", "best_of_k (mean log-prob)"} <= set(summary["curves"])
+        assert summary["length"]["mean"] > 0
+    coverage = report["comparison"]["coverage"]
+    assert sorted(sum(coverage.values(), [])) == sorted(report["models"]["tiny"]["solved"])
+    folders = sorted((out / "samples").iterdir())
+    assert [len(lines(f)) for f in folders] == [80, 80]
+
+    # again: nothing is sampled, the report is the same
+    before = [lines(f) for f in folders]
+    assert run_eval(capsys, *args) == report
+    assert [lines(f) for f in folders] == before
+    # more samples: only the missing ones are drawn, the old ones are kept as they were
+    bigger = run_eval(capsys, *[a if a != "8" else "12" for a in args])
+    assert [len(lines(f)) for f in folders] == [120, 120]
+    assert [lines(f)[:80] for f in folders] == before
+    assert bigger["models"]["tiny"]["curves"]["pass@k"]["k"] == [1, 2, 4, 8, 12]
+
+
+def test_a_cache_is_never_mixed_with_other_settings(setup, tmp_path, capsys):
+    config, _ = setup
+    out = tmp_path / "out"
+    run_eval(capsys, str(config), "--samples", "2", "--model", "tiny", "--out", str(out))
+    assert main(["eval", str(config), "rollout.temperature=0.5", "--samples", "2", "--model", "tiny", "--out", str(out)]) == 2
+    assert "temperature: 1.0 there, 0.5 asked" in capsys.readouterr().err
+
+
+def test_a_torn_last_line_is_dropped_and_resampled(tmp_path):
+    cache = SampleCache(tmp_path, {"model": "m"})
+    cache.append([{"id": "p1", "score": 1.0}, {"id": "p1", "score": 0.0}])
+    with open(tmp_path / "samples.jsonl", "a") as f:
+        f.write('{"id": "p1", "sco')  # the process died mid-write
+    assert [r["score"] for r in cache.load()["p1"]] == [1.0, 0.0]
+    assert len(lines(tmp_path)) == 2
+    with pytest.raises(CacheMismatch, match="model: 'm' there, 'other' asked"):
+        SampleCache(tmp_path, {"model": "other"})
+
+
+def test_vote_key():
+    assert vote_key("so 12.0 it is") == vote_key(r"\boxed{12}") == "12"
+    assert vote_key("<answer>Paris</answer>") == "Paris"
+    assert vote_key("no idea") is None

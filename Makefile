@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-slow install clean
+.PHONY: demo test test-slow install clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/aha train configs/quickstart.yaml
 
-test: $(STAMP)
+# Debian's Chromium, for the test that opens report.html in a real headless browser
+browser:
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)

@@ -110,7 +110,7 @@ def _eval_samples(config, args) -> None:
         crossings = comparison["pass@k_crossings"]
         print("pass@k curves cross between k = " + "; ".join(f"{c['between_k'][0]} and {c['between_k'][1]}" for c in crossings)
               if crossings else "pass@k curves do not cross")
-    print(f"report: {Path(args.out) / 'report.json'}")
+    print(f"report: {Path(args.out) / 'report.html'} (numbers: report.json)")
 
 
 def _eval(config, checkpoint: str | None, output: str | None) -> None:

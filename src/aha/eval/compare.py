@@ -76,3 +76,21 @@ def compare(summaries: dict[str, dict]) -> dict:
     return {"models": names,
             "coverage": {key: [shared[j] for j in idx] for key, idx in cov.items()},
             "pass@k_crossings": crossings(a["curves"]["pass@k"], b["curves"]["pass@k"])}
+
+
+def examples(problems: list[dict], by_model: dict[str, dict[str, list[dict]]], comparison: dict, per_group: int = 2) -> list[dict]:
+    """A few problems from each coverage group (or the first ones, for one model), with each
+    model's solve count and one sample: a correct one where there is one."""
+    groups = comparison.get("coverage") or {"all": [p["id"] for p in problems]}
+    by_id = {p["id"]: p for p in problems}
+    out = []
+    for group, ids in groups.items():
+        for pid in ids[:per_group]:
+            models = {}
+            for label, samples in by_model.items():
+                done = samples[pid]
+                right = [s for s in done if s["score"] >= CORRECT_MIN]
+                models[label] = {"correct": len(right), "n": len(done), "sample": (right or done)[0]["completion"]}
+            out.append({"group": group, "id": pid, "prompt": by_id[pid]["prompt"], "answer": by_id[pid].get("answer"),
+                        "models": models})
+    return out

@@ -1,5 +1,5 @@
 """`aha eval --samples N --model A --model B`: sample each model once (cached), summarise,
-compare, and write report.json."""
+compare, and write report.json and report.html."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 from aha.config import Config
-from aha.eval.compare import compare, summarize
+from aha.eval.compare import compare, examples, summarize
 from aha.eval.sampling import SampleCache, draw_samples
+from aha.tracking.report import eval_report_html
 
 
 def _slug(label: str) -> str:
@@ -43,7 +44,7 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
     ro = config.rollout
     max_new = config.eval.max_new_tokens or ro.max_new_tokens
     fingerprint = hashlib.sha256(json.dumps([[p["id"], p["prompt"]] for p in problems]).encode()).hexdigest()[:16]
-    summaries = {}
+    summaries, samples = {}, {}
     for label in models:
         meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
                 "problems": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
@@ -57,7 +58,10 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
             by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}")
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
-        summaries[label] = summarize(by_problem, seed=config.seed)
-    report = {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": compare(summaries)}
+        summaries[label], samples[label] = summarize(by_problem, seed=config.seed), by_problem
+    comparison = compare(summaries)
+    report = {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": comparison,
+              "examples": examples(problems, samples, comparison)}
     (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "report.html").write_text(eval_report_html(report), encoding="utf-8")
     return report

@@ -75,6 +75,9 @@ def test_two_models_are_sampled_once_and_compared(setup, tmp_path, capsys):
     assert [len(lines(f)) for f in folders] == [120, 120]
     assert [lines(f)[:80] for f in folders] == before
     assert bigger["models"]["tiny"]["curves"]["pass@k"]["k"] == [1, 2, 4, 8, 12]
+    # fewer problems reuse the cache; so would more (eval.limit changes nothing else)
+    fewer = run_eval(capsys, args[0], "eval.limit=4", *[a if a != "8" else "12" for a in args[1:]])
+    assert fewer["models"]["tiny"]["problems"] == 4 and [len(lines(f)) for f in folders] == [120, 120]
 
 
 def test_a_cache_is_never_mixed_with_other_settings(setup, tmp_path, capsys):

@@ -43,11 +43,12 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
     scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
     ro = config.rollout
     max_new = config.eval.max_new_tokens or ro.max_new_tokens
-    fingerprint = hashlib.sha256(json.dumps([[p["id"], p["prompt"]] for p in problems]).encode()).hexdigest()[:16]
+    # the task's settings, not the number of problems: eval.limit may grow over a cache
+    fingerprint = hashlib.sha256(config.task.model_dump_json().encode()).hexdigest()[:16]
     summaries, samples = {}, {}
     for label in models:
         meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
-                "problems": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
+                "task_config": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
                 "max_new_tokens": max_new, "scorer": config.eval.scorer, "seed": config.seed}
         cache = SampleCache(out / "samples" / _slug(label), meta)
         have = cache.load()

@@ -86,11 +86,12 @@ def vote_at_k(answers: list[str | None], correct: list[bool], k: int, weights: l
     distinct = sorted({a for a in answers if a is not None})
     if not distinct:
         return 0.0
-    ids = np.array([distinct.index(a) if a is not None else len(distinct) for a in answers])  # None: a last, voiceless slot
+    slot = {a: i for i, a in enumerate(distinct)}
+    ids = np.array([slot[a] if a is not None else len(distinct) for a in answers])  # None: a last, voiceless slot
     right = np.zeros(len(distinct) + 1)
     for a, c in zip(answers, correct):
         if a is not None:
-            right[distinct.index(a)] = float(bool(c))
+            right[slot[a]] = float(bool(c))
     votes = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     rng = np.random.default_rng(seed)
     rows = 1 if k == n else draws

@@ -84,9 +84,11 @@ class SampleCache:
 
 
 def draw_samples(engine, task: Task, problems: list[dict], scorer: Callable[[str, dict], float], n: int,
-                 cache: SampleCache, seed: int = 0, desc: str = "sample") -> dict[str, list[dict]]:
-    """Make sure the cache holds n samples of every problem; returns them by problem id."""
-    have = cache.load()
+                 cache: SampleCache, seed: int = 0, desc: str = "sample",
+                 have: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
+    """Make sure the cache holds n samples of every problem; returns them by problem id.
+    `have` is cache.load() when the caller has already read it."""
+    have = cache.load() if have is None else have
     missing = [(p, n - len(have.get(p["id"], []))) for p in problems if len(have.get(p["id"], [])) < n]
     bar = tqdm(total=len(problems) * n, initial=len(problems) * n - sum(m for _, m in missing), desc=desc, unit="sample")
     # whole problems per generate() call: each prompt is prefilled once for all its samples

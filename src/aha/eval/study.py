@@ -56,7 +56,8 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
             loaded = load_for_eval(label, config)
             engine = HFEngine(loaded.model, loaded.tokenizer, max_new, ro.temperature, ro.top_p, ro.batch_size,
                               resolve_dtype(config.train.dtype))
-            by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}")
+            by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
+                                      have=have)
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
         summaries[label], samples[label] = summarize(by_problem, seed=config.seed), by_problem

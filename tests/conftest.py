@@ -4,3 +4,44 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+CHROMIUM = ["--headless", "--no-sandbox", "--disable-gpu"]
+
+
+@pytest.fixture
+def browser():
+    """Opens a page in Debian's headless Chromium (`make test` installs it) and returns
+    [alt, naturalWidth, naturalHeight] for every image once the page has loaded (0 x 0
+    for an image the browser could not decode), and the number of distinct colours in a
+    screenshot (a blank page has a handful)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed (make test installs it)")
+
+    def open_page(path, tmp_path, height=1600):
+        probe = ("<script>addEventListener('load', () => { const p = document.createElement('pre'); p.id = 'probe';"
+                 " p.textContent = JSON.stringify([...document.images].map(i => [i.alt, i.naturalWidth, i.naturalHeight]));"
+                 " document.body.appendChild(p); });</script>")
+        probed = tmp_path / "probe.html"
+        probed.write_text(path.read_text(encoding="utf-8").replace("</body>", probe + "</body>"), encoding="utf-8")
+        dom = subprocess.run([chromium, *CHROMIUM, "--dump-dom", probed.as_uri()],
+                             capture_output=True, text=True, timeout=120).stdout
+        images = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
+        shot = tmp_path / "shot.png"
+        subprocess.run([chromium, *CHROMIUM, f"--screenshot={shot}", f"--window-size=1200,{height}", path.as_uri()],
+                       capture_output=True, timeout=120)
+        from PIL import Image
+
+        pixels = Image.open(shot).convert("RGB")
+        assert pixels.size == (1200, height)
+        return images, len(pixels.getcolors(1 << 20))
+
+    return open_page

@@ -29,7 +29,7 @@ def say_seven(tmp_path, *overrides):
         "def hits(completion, sample):\n    return completion.count('7') / max(len(completion), 1)\n")
     (tmp_path / "seven.yaml").write_text(
         f"model: tiny\noutput_dir: {tmp_path / 'run'}\n"
-        "train: {steps: 30, lr: 3.0e-3, checkpoint_every: 0}\n"
+        "train: {steps: 30, lr: 3.0e-3, checkpoint_every: 0, report: false}\n"
         "rollout: {prompts_per_step: 4, group_size: 8, max_new_tokens: 6}\n"
         "task: {data: train.jsonl, eval_data: test.jsonl}\n"
         "reward: [{fn: 'sevens.py:hits'}]\n"

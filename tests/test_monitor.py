@@ -107,7 +107,7 @@ def test_a_run_that_games_its_reward_is_flagged(tmp_path, capsys):
     gold stays near 0, and the monitor reports when the gap opened."""
     (tmp_path / "gold.py").write_text("def exact(completion, sample):\n    return float(completion.strip() == '7')\n")
     config = say_seven(tmp_path, f"monitor.gold=[{{fn: '{tmp_path / 'gold.py'}:exact'}}]", "monitor.gap_threshold=0.15",
-                       "eval.after=false")
+                       "eval.after=false", "train.report=true")
     summary = train(config, echo=QUIET)
     run = Path(summary.run_dir)
     steps = [r for r in metrics(run) if "reward/mean" in r]
@@ -126,6 +126,9 @@ def test_a_run_that_games_its_reward_is_flagged(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["flags"]["gap"] == report["flags"]["gap"]
     assert main(["monitor", str(run), "monitor.gap_threshold=5"]) == 0
     assert "gap" not in capsys.readouterr().out
+    # the run's report.html lists the flag and draws the gold reward next to the trained one
+    page = (run / "report.html").read_text()
+    assert f"<b>gap</b> from step {opened}:" in page and 'alt="Hacking monitor: trained vs gold reward"' in page
 
 
 def test_monitor_rebuilds_on_resume(tmp_path):

@@ -16,7 +16,7 @@ model: tiny
 output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 rollout: {{prompts_per_step: 3, group_size: 4, max_new_tokens: 6}}
-train: {{steps: 4, lr: 1.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4}}
+train: {{steps: 4, lr: 1.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false}}
 algorithm: {{dynamic_sampling: false}}
 reward:
   - fn: numeric_answer
@@ -37,7 +37,7 @@ def metrics(run: Path) -> list[dict]:
 
 
 def test_end_to_end_run_folder(tmp_path):
-    summary = train(tiny_config(tmp_path), echo=lambda *_: None)
+    summary = train(tiny_config(tmp_path, "run", "train.report=true"), echo=lambda *_: None)
     run = Path(summary.run_dir)
     assert (run / "config.yaml").read_text().startswith("model: tiny")
     records = metrics(run)
@@ -51,11 +51,15 @@ def test_end_to_end_run_folder(tmp_path):
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2", "step-4"]
     assert {"model.safetensors", "trainer.pt", "state.json", "config.json"} <= {p.name for p in (run / "checkpoints/step-4").iterdir()}
     assert not list((run / "checkpoints").glob(".*tmp"))
+    page = (run / "report.html").read_text()
+    assert "Training run run" in page and 'alt="Reward (mean and components)"' in page
 
 
 def test_resume_continues_exactly(tmp_path):
     straight = train(tiny_config(tmp_path, "straight"), echo=lambda *_: None)
     train(tiny_config(tmp_path, "resumed", "train.steps=2"), echo=lambda *_: None)
+    with open(tmp_path / "resumed/metrics.jsonl", "a") as f:
+        f.write('{"step": 3, "reward/me')  # killed mid-write: the torn line is dropped on resume
     resumed = train(tiny_config(tmp_path, "resumed"), echo=lambda *_: None)
     a = load_file(Path(straight.run_dir) / "checkpoints/step-4/model.safetensors")
     b = load_file(Path(resumed.run_dir) / "checkpoints/step-4/model.safetensors")

@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit, monitor (report and bench come with later issues)."""
+"""The `aha` command: train, eval, audit, monitor, report (bench comes with a later issue)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ def _build_parser() -> argparse.ArgumentParser:
     mo.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
     mo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. monitor.gap_threshold=0.05")
     mo.add_argument("--json", action="store_true", help="print the summary as JSON")
+    rp = sub.add_parser("report", help="write a run's report.html: plots of every logged metric, monitor flags, eval reports")
+    rp.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
+    rp.add_argument("--eval", action="append", default=[], metavar="DIR",
+                    help="also embed this `aha eval --samples --out DIR` report (RUN/eval*/ are found by themselves)")
     return parser
 
 
@@ -45,10 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     from aha.eval.sampling import CacheMismatch
     from aha.rewards import RewardError
     from aha.tasks import TaskError
+    from aha.tracking.run_report import RunReportError
 
     try:
         if args.command == "monitor":
             return _monitor(args)
+        if args.command == "report":
+            from aha.tracking.run_report import write_run_report
+
+            print(f"report: {write_run_report(args.run, args.eval)}")
+            return 0
         config = load_config(args.config, args.overrides)
         if args.command == "train":
             from aha.training.rl import train
@@ -60,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             _eval_samples(config, args)
         else:
             _eval(config, args.checkpoint, args.output)
-    except (ConfigError, TaskError, RewardError, FileNotFoundError, CacheMismatch) as err:  # ModelNotFound is one
+    except (ConfigError, TaskError, RewardError, FileNotFoundError, CacheMismatch, RunReportError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -79,6 +79,7 @@ class TrainConfig(Strict):
     keep_checkpoints: int = Field(2, ge=1)
     resume: bool = True
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
+    report: bool = Field(True, description="write runs/<name>/report.html (a plot of every logged metric) when the run ends; `aha report RUN` rebuilds it at any time")
 
 
 class AlgorithmConfig(Strict):

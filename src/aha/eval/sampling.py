@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 from tqdm.auto import tqdm
 
+from aha.jsonl import read_jsonl
 from aha.rewards.extract import final_answer
 from aha.rewards.verifiers import extract_answer
 from aha.tasks import Task, encode_prompts
@@ -61,19 +62,10 @@ class SampleCache:
         by_problem: dict[str, list[dict]] = {}
         if not self.path.exists():
             return by_problem
-        lines = self.path.read_text(encoding="utf-8").split("\n")
-        good = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                if number >= len(lines) - 1:  # only the last line can be torn
-                    self.path.write_text("".join(g + "\n" for g in good), encoding="utf-8")
-                    break
-                raise CacheMismatch(f"{self.path}:{number}: not valid JSON") from None
-            good.append(line)
+        records = [r for _, r in read_jsonl(self.path, CacheMismatch, torn_tail=True)]
+        if len(records) < sum(1 for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()):
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")  # drop the torn line
+        for record in records:
             by_problem.setdefault(record["id"], []).append(record)
         return by_problem
 

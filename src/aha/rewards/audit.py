@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from aha.jsonl import read_jsonl
 from aha.rewards.compose import CompositeReward, RewardError
 
 
@@ -43,13 +43,7 @@ def load_labels(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"labels file not found: {path}")
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise RewardError(f"{path}:{number}: not valid JSON: {err}") from None
+    for number, record in read_jsonl(path, RewardError):
         if not isinstance(record, dict) or "completion" not in record or not isinstance(record.get("label"), bool) \
                 or ("reference" not in record and "answer" not in record):
             raise RewardError(f"{path}:{number}: needs 'completion', 'reference' (or 'answer') and a true/false 'label'")

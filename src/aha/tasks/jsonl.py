@@ -3,8 +3,9 @@ A code task may give "tests" (for the code_tests reward) instead of an answer.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from aha.jsonl import read_jsonl
 
 REQUIRED = ("prompt", "answer")
 ANSWER_OR = "tests"  # a code task's reference is its tests
@@ -16,22 +17,15 @@ def load_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         raise TaskError(f"task data file not found: {path}")
     samples = []
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                sample = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TaskError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(sample, dict):
-                raise TaskError(f"{path}:{lineno}: each line must be a JSON object, got {type(sample).__name__}")
-            missing = [k for k in REQUIRED if k not in sample and not (k == "answer" and ANSWER_OR in sample)]
-            if missing:
-                raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}"
-                                + (" (or tests, for a code task)" if "answer" in missing else ""))
-            sample.setdefault("id", f"{path.name}:{lineno}")
-            samples.append(sample)
+    for lineno, sample in read_jsonl(path, TaskError):
+        if not isinstance(sample, dict):
+            raise TaskError(f"{path}:{lineno}: each line must be a JSON object, got {type(sample).__name__}")
+        missing = [k for k in REQUIRED if k not in sample and not (k == "answer" and ANSWER_OR in sample)]
+        if missing:
+            raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}"
+                            + (" (or tests, for a code task)" if "answer" in missing else ""))
+        sample.setdefault("id", f"{path.name}:{lineno}")
+        samples.append(sample)
     if not samples:
         raise TaskError(f"{path}: no samples (empty file)")
     return samples

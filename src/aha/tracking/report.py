@@ -1,4 +1,8 @@
-"""report.html: one self-contained file (plots embedded as PNG) that opens offline."""
+"""report.html: one self-contained file (plots embedded as PNG) that opens offline.
+
+The eval report (`aha eval --samples`) lives here; the training run's report
+(`aha report RUN`, tracking/run_report.py) builds on the same page helpers and embeds
+the eval sections."""
 
 from __future__ import annotations
 
@@ -7,16 +11,46 @@ import html
 import io
 
 CURVES = ["pass@k", "maj@k", "best_of_k (mean log-prob)"]
+STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em}"
+         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
+         "pre{white-space:pre-wrap;margin:0.3em 0;font-size:0.85em}.plots img{margin:0.5em;border:1px solid #eee}"
+         ".flag{color:#b00020}details{margin:1em 0}")
+
+
+def pyplot():
+    """matplotlib without a display: the Agg backend renders straight to PNG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png")
+    pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def img(png: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def page(title: str, parts: list[str]) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def pct(x: float) -> str:
+    return f"{x:.1%}"
 
 
 def curve_png(report: dict, curve: str) -> bytes:
     """Each model's mean curve over k (log2 axis) with its 95% bootstrap band."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display, no GUI toolkit
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    fig, ax = pyplot().subplots(figsize=(6, 4), dpi=100)
     for label, summary in report["models"].items():
         c = summary["curves"][curve]
         (line,) = ax.plot(c["k"], c["mean"], marker="o", markersize=3, label=label)
@@ -30,32 +64,21 @@ def curve_png(report: dict, curve: str) -> bytes:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(f"{curve} on {report['task']}")
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
+    return figure_png(fig)
 
 
-def _img(png: bytes, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-
-
-def _pct(x: float) -> str:
-    return f"{x:.1%}"
-
-
-def eval_report_html(report: dict) -> str:
+def eval_sections(report: dict, heading: str = "h1") -> list[str]:
+    """The eval report's body: table, coverage and crossings, plots, examples."""
     e = html.escape
     rows = []
     for label, s in report["models"].items():
         last = lambda name: s["curves"][name]["mean"][-1]
         first = s["curves"]["pass@k"]["mean"][0]
         n = s["samples_per_problem"]
-        rows.append(f"<tr><td>{e(label)}</td><td>{s['problems']}</td><td>{n}</td><td>{_pct(first)}</td>"
-                    f"<td>{_pct(last('pass@k'))}</td><td>{_pct(last('maj@k'))}</td><td>{_pct(last(CURVES[2]))}</td>"
-                    f"<td>{s['length']['mean']:.1f}</td><td>{_pct(s['length']['truncated_frac'])}</td></tr>")
-    parts = [f"<h1>{e(report['task'])}: what changed</h1>",
+        rows.append(f"<tr><td>{e(label)}</td><td>{s['problems']}</td><td>{n}</td><td>{pct(first)}</td>"
+                    f"<td>{pct(last('pass@k'))}</td><td>{pct(last('maj@k'))}</td><td>{pct(last(CURVES[2]))}</td>"
+                    f"<td>{s['length']['mean']:.1f}</td><td>{pct(s['length']['truncated_frac'])}</td></tr>")
+    parts = [f"<{heading}>{e(report['task'])}: what changed</{heading}>",
              "<table><tr><th>model</th><th>problems</th><th>n</th><th>pass@1</th><th>pass@n</th><th>maj@n</th>"
              "<th>best-of-n (log-prob)</th><th>mean length</th><th>truncated</th></tr>" + "".join(rows) + "</table>"]
     comparison = report.get("comparison") or {}
@@ -68,18 +91,18 @@ def eval_report_html(report: dict) -> str:
         parts.append(f"<p>Solved at any k: both {len(cov['both'])}, only {a} {len(cov['only_a'])}, "
                      f"only {b} {len(cov['only_b'])}, neither {len(cov['neither'])}. "
                      f"The pass@k curves cross {where}.</p>")
-    parts.append('<div class="plots">' + "".join(_img(curve_png(report, c), c) for c in CURVES) + "</div>")
+    parts.append('<div class="plots">' + "".join(img(curve_png(report, c), c) for c in CURVES) + "</div>")
     examples = report.get("examples", [])
     if examples:
-        parts.append("<h2>Examples</h2><table><tr><th>problem</th><th>answer</th>"
+        parts.append("<h3>Examples</h3><table><tr><th>problem</th><th>answer</th>"
                      + "".join(f"<th>{e(m)}</th>" for m in report["models"]) + "</tr>")
         for ex in examples:
             cells = "".join(f"<td>{m['correct']}/{m['n']}<pre>{e(m['sample'])}</pre></td>" for m in ex["models"].values())
             parts.append(f"<tr><td>{e(ex['prompt'])}<br><small>{e(ex['group'])}</small></td>"
                          f"<td>{e(str(ex['answer']))}</td>{cells}</tr>")
         parts.append("</table>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
-             "pre{white-space:pre-wrap;margin:0.3em 0;font-size:0.85em}.plots img{margin:0.5em;border:1px solid #eee}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>aha eval: {e(report['task'])}</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+    return parts
+
+
+def eval_report_html(report: dict) -> str:
+    return page(f"aha eval: {report['task']}", eval_sections(report))

@@ -6,6 +6,8 @@ import json
 import logging
 from pathlib import Path
 
+from aha.jsonl import read_jsonl
+
 
 class RunDir:
     def __init__(self, path: str | Path):
@@ -41,14 +43,14 @@ class RunDir:
         """On resume from step N, drop records of later steps, so the files read as if the
         run had never stopped (no step logged twice)."""
         for path in (self.metrics_path, self.samples_path):
-            if path.exists():
-                kept = [line for line in path.read_text().splitlines() if json.loads(line).get("step", -1) <= step]
-                path.write_text("".join(line + "\n" for line in kept))
+            if path.exists():  # a line torn by a kill mid-write is dropped too
+                kept = [r for _, r in read_jsonl(path, torn_tail=True) if r.get("step", -1) <= step]
+                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
 
     def read_metrics(self) -> list[dict]:
         if not self.metrics_path.exists():
             return []
-        return [json.loads(line) for line in self.metrics_path.read_text().splitlines()]
+        return [r for _, r in read_jsonl(self.metrics_path, torn_tail=True)]
 
 
 def _append(path: Path, records: list[dict]) -> None:

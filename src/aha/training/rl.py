@@ -19,6 +19,7 @@ from aha.rewards import build_reward, resolve_function
 from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
+from aha.tracking.run_report import write_run_report
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
 from aha.models.value import ValueModel
@@ -169,4 +170,6 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gol
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
              f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "
              f"{train_seconds / 60:.1f} min of training")
+    if config.train.report:
+        echo(f"report: {write_run_report(run.path)}")
     return TrainSummary(str(run.path), config.train.steps, accuracy_before, accuracy_after, train_seconds)

@@ -1,0 +1,25 @@
+"""Reading JSON-lines files with errors that name the file and line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_jsonl(path: Path, error: type[Exception] = ValueError, torn_tail: bool = False) -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line. A line that is not JSON raises `error`
+    naming file:line, except, with torn_tail, the last line: a process killed mid-write
+    leaves it half-written, and it is left out (the caller may rewrite the file)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            if torn_tail and number == len(lines):
+                break
+            raise error(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno})") from None
+    return out

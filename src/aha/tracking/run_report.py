@@ -1,0 +1,198 @@
+"""`aha report RUN`: a training run's report.html, built from the run folder alone.
+
+Plots of every logged series over steps (reward and its components, held-out accuracy,
+the hacking monitor, KL, entropy, clip fraction, length, loss, gradient norm, time), the
+monitor's flags drawn where their condition began, a few logged samples, and the eval
+reports (`aha eval --samples --out RUN/eval`) of the run if there are any. The training
+loop writes it when a run ends; the command rebuilds it at any time, also mid-run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from aha.jsonl import read_jsonl
+from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
+
+
+class RunReportError(ValueError):
+    """The folder is not a run, or one of its files cannot be read."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One plot: the metrics whose names match `keys` (a trailing * matches a prefix)."""
+
+    title: str
+    keys: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+    needs: str | None = None  # drawn only when this metric was logged
+
+
+    def select(self, names: list[str]) -> list[str]:
+        if self.needs is not None and self.needs not in names:
+            return []
+
+        def hit(name: str, pattern: str) -> bool:
+            return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
+
+        chosen = [n for p in self.keys for n in names if hit(n, p)]
+        return [n for n in dict.fromkeys(chosen) if not any(hit(n, p) for p in self.exclude)]
+
+
+PANELS = [
+    Panel("Reward (mean and components)", ("reward/mean", "reward/*"),
+          ("reward/std", "reward/failed", "reward/correct_frac", "reward/verifier_mean")),
+    Panel("Accuracy", ("eval/accuracy", "reward/correct_frac")),
+    Panel("Hacking monitor: trained vs gold reward", ("reward/verifier_mean", "monitor/gold_mean", "monitor/gold/*", "monitor/gap"),
+          needs="monitor/gold_mean"),
+    Panel("KL", ("kl/*",)),
+    Panel("Entropy", ("entropy",)),
+    Panel("Clip fraction", ("policy/clip_frac", "value/clip_frac")),
+    Panel("Completion length (tokens)", ("length/mean",)),
+    Panel("Truncated fraction", ("length/truncated_frac",)),
+    Panel("Length penalty coefficient", ("length/penalty_coef",)),
+    Panel("Repetition (repeated 4-grams)", ("monitor/repetition",)),
+    Panel("Groups with zero reward variance", ("groups/zero_variance_frac",)),
+    Panel("Loss", ("loss/*",), ("loss/total_first_step",)),
+    Panel("Gradient norm", ("grad_norm", "value/grad_norm")),
+    Panel("Seconds per step", ("time/*",)),
+]
+LABELS = {"eval/accuracy": "held-out greedy accuracy", "reward/correct_frac": "training samples correct",
+          "reward/verifier_mean": "trained reward (unshaped)", "monitor/gold_mean": "gold reward",
+          "monitor/gap": "gain of trained - gain of gold"}
+# the table at the top: first and last logged value of each
+HEADLINE = ["eval/accuracy", "reward/mean", "reward/correct_frac", "monitor/gold_mean", "kl/ref", "kl/old", "entropy",
+            "policy/clip_frac", "length/mean", "length/truncated_frac", "time/step_s"]
+
+
+def read_records(path: Path) -> list[dict]:
+    """A run file's records; a torn last line (the run is being written, or was killed
+    mid-write) is left out."""
+    return [r for _, r in read_jsonl(path, RunReportError, torn_tail=True)] if path.is_file() else []
+
+
+def series(records: list[dict]) -> dict[str, tuple[list[int], list[float]]]:
+    """metric name -> (steps, values), numbers only, in logged order."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for record in records:
+        step = record.get("step")
+        for name, value in record.items():
+            if name != "step" and isinstance(value, (int, float)) and not isinstance(value, bool) and step is not None:
+                steps, values = out.setdefault(name, ([], []))
+                steps.append(step)
+                values.append(float(value))
+    return out
+
+
+def panel_png(panel: Panel, names: list[str], data: dict, flags: dict) -> bytes:
+    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
+    for name in names:
+        steps, values = data[name]
+        few = len(steps) < 12  # a held-out eval logged at a few steps: show the points
+        ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2,
+                label=f"{name} ({LABELS[name]})" if name in LABELS else name)
+    for kind, flag in flags.items():
+        ax.axvline(flag["step"], color="#b00020", linestyle="--", linewidth=1)
+        ax.annotate(kind, (flag["step"], 1), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                    fontsize=7, color="#b00020")
+    ax.set_xlabel("step")
+    ax.set_title(panel.title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return figure_png(fig)
+
+
+def _config_summary(config: dict) -> str:
+    reward = config.get("reward") or []
+    parts = [f"model {config.get('model')}", f"task {(config.get('task') or {}).get('name')}",
+             f"advantage {(config.get('algorithm') or {}).get('advantage')}",
+             "reward " + " + ".join(f"{r.get('weight', 1)}*{r.get('name') or r.get('fn')}" for r in reward)]
+    return ", ".join(parts)
+
+
+def _headline_table(data: dict) -> str:
+    rows = []
+    for name in HEADLINE:
+        if name in data:
+            steps, values = data[name]
+            rows.append(f"<tr><td>{name}</td><td>{values[0]:.4g} <small>(step {steps[0]})</small></td>"
+                        f"<td>{values[-1]:.4g} <small>(step {steps[-1]})</small></td></tr>")
+    return "<table><tr><th>metric</th><th>first</th><th>last</th></tr>" + "".join(rows) + "</table>" if rows else ""
+
+
+def _samples_section(samples: list[dict], per_step: int = 4) -> str:
+    train = [s for s in samples if s.get("split") == "train"]
+    if not train:
+        return ""
+    e = html.escape
+    steps = sorted({s["step"] for s in train})
+    shown = [s for step in dict.fromkeys([steps[0], steps[-1]]) for s in [x for x in train if x["step"] == step][:per_step]]
+    rows = "".join(f"<tr><td>{s['step']}</td><td>{e(str(s.get('prompt', '')))}</td><td>{e(str(s.get('answer', '')))}</td>"
+                   f"<td><pre>{e(str(s.get('completion', '')))}</pre></td><td>{s.get('reward', float('nan')):.3g}</td></tr>"
+                   for s in shown)
+    return ("<h2>Samples (first and last logged step)</h2><table><tr><th>step</th><th>prompt</th><th>answer</th>"
+            "<th>completion</th><th>reward</th></tr>" + rows + "</table>")
+
+
+def find_eval_reports(run: Path, extra: list[Path] = ()) -> list[Path]:
+    """RUN/eval*/report.json (where `aha eval --out RUN/eval` writes), then any given folders."""
+    found = sorted(p for p in run.glob("eval*/report.json") if p.is_file())
+    for folder in extra:
+        path = Path(folder) / "report.json" if Path(folder).is_dir() else Path(folder)
+        if not path.is_file():
+            raise RunReportError(f"--eval {folder}: no report.json there (write one with aha eval --samples N --out {folder})")
+        found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
+    run = Path(run)
+    metrics = read_records(run / "metrics.jsonl")
+    if not (run / "config.yaml").is_file() or not metrics:
+        raise RunReportError(f"{run} is not a run folder with logged steps (no config.yaml or empty metrics.jsonl)")
+    import yaml
+
+    config = yaml.safe_load((run / "config.yaml").read_text()) or {}
+    monitor = json.loads((run / "monitor.json").read_text()) if (run / "monitor.json").is_file() else {}
+    flags = monitor.get("flags", {})
+    data = series(metrics)
+    steps = max((r["step"] for r in metrics if "reward/mean" in r), default=0)
+    e = html.escape
+    parts = [f"<h1>Training run {e(run.name)}</h1>",
+             f"<p>{e(_config_summary(config))}; {steps} of {(config.get('train') or {}).get('steps')} steps logged.</p>"]
+    accuracy = data.get("eval/accuracy")
+    if accuracy and len(accuracy[1]) > 1:
+        parts.append(f"<p>Held-out greedy accuracy {pct(accuracy[1][0])} (step {accuracy[0][0]}) &rarr; "
+                     f"{pct(accuracy[1][-1])} (step {accuracy[0][-1]}).</p>")
+    if flags:
+        items = "".join(f"<li><b>{e(k)}</b> from step {f['step']}: {e(f['detail'])}</li>" for k, f in flags.items())
+        parts.append(f'<div class="flag"><h2>Hacking monitor flags</h2><ul>{items}</ul></div>')
+    elif monitor:
+        parts.append("<p>Hacking monitor: no flags.</p>")
+    parts.append(_headline_table(data))
+    plots = []
+    for panel in PANELS:
+        names = panel.select(list(data))
+        if names:
+            plots.append(img(panel_png(panel, names, data, flags), panel.title))
+    parts.append("<h2>Over training</h2><div class='plots'>" + "".join(plots) + "</div>")
+    parts.append(_samples_section(read_records(run / "samples.jsonl")))
+    for path in eval_reports:
+        parts.append(f"<h2>Eval: {e(str(path.parent))}</h2>")
+        parts.extend(eval_sections(json.loads(path.read_text()), heading="h3"))
+    parts.append(f"<details><summary>config.yaml</summary><pre>{e((run / 'config.yaml').read_text())}</pre></details>")
+    return page(f"aha run: {run.name}", parts)
+
+
+def write_run_report(run: Path, eval_folders: list[Path] = ()) -> Path:
+    """Write RUN/report.html atomically (a reader never sees half a page)."""
+    run = Path(run)
+    text = run_report_html(run, find_eval_reports(run, list(eval_folders)))
+    tmp = run / "report.html.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(run / "report.html")
+    return run / "report.html"

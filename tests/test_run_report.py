@@ -1,0 +1,74 @@
+"""`aha report RUN`: the training run's report.html, from the run folder alone."""
+
+import json
+from pathlib import Path
+
+from aha.cli import main
+from aha.tracking.run_report import PANELS, Panel, series
+from aha.training.rl import train
+
+from test_algorithm_runs import say_seven
+
+QUIET = lambda *_: None
+
+
+def test_panel_selects_by_name_and_prefix():
+    names = ["reward/mean", "reward/std", "reward/numeric_answer", "reward/fmt/inner", "kl/ref", "loss/total_first_step", "loss/kl"]
+    assert Panel("r", ("reward/mean", "reward/*"), ("reward/std",)).select(names) == \
+        ["reward/mean", "reward/numeric_answer", "reward/fmt/inner"]
+    assert Panel("l", ("loss/*",), ("loss/total_first_step",)).select(names) == ["loss/kl"]
+    assert Panel("g", ("monitor/gap",), needs="monitor/gold_mean").select(names + ["monitor/gap"]) == []
+    titles = [p.title for p in PANELS]
+    assert len(set(titles)) == len(titles)  # each plot's alt text names it
+
+
+def test_series_keeps_numbers_by_step():
+    data = series([{"step": 0, "eval/accuracy": 0.1, "eval/n": 5},
+                   {"step": 1, "reward/mean": 0.5, "note": "text", "ok": True},
+                   {"step": 2, "reward/mean": 0.7}])
+    assert data == {"eval/accuracy": ([0], [0.1]), "eval/n": ([0], [5.0]), "reward/mean": ([1, 2], [0.5, 0.7])}
+
+
+def test_bad_run_folders_are_named(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path} is not a run folder" in capsys.readouterr().err
+    (tmp_path / "config.yaml").write_text("model: tiny\n")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\nnot json\n{"step": 2, "reward/mean": 0.6}\n')
+    assert main(["report", str(tmp_path)]) == 2
+    assert f"{tmp_path / 'metrics.jsonl'}:2: not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "report.html").exists()
+    # a torn last line is a run being written (or killed mid-write): reported without it
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n{"step": 2, "rew')
+    assert main(["report", str(tmp_path)]) == 0
+    assert "1 of None steps logged" in (tmp_path / "report.html").read_text()
+    assert main(["report", str(tmp_path), "--eval", str(tmp_path / "nowhere")]) == 2
+    assert f"--eval {tmp_path / 'nowhere'}: no report.json there" in capsys.readouterr().err
+
+
+def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, browser):
+    """A real (tiny) run with a gold reward and held-out evals, then `aha eval --samples
+    --out RUN/eval`: `aha report RUN` embeds every plot, and Chromium decodes them all."""
+    (tmp_path / "gold.py").write_text("def exact(completion, sample):\n    return float(completion.strip() == '7')\n")
+    config = say_seven(tmp_path, "train.steps=6", "eval.before=true", "eval.every=3", "train.checkpoint_every=6", "train.report=true",
+                       f"monitor.gold=[{{fn: '{tmp_path / 'gold.py'}:exact'}}]")
+    run = Path(train(config, echo=QUIET).run_dir)
+    written = (run / "report.html").read_text()  # by the training loop
+    assert written.count("<img") >= 10 and "Hacking monitor" in written
+    assert main(["eval", str(tmp_path / "seven.yaml"), "--samples", "4", "--model", "tiny",
+                 "--model", str(run / "checkpoints/step-6"), "--out", str(run / "eval")]) == 0
+    assert main(["report", str(run)]) == 0
+    page = (run / "report.html").read_text()
+    assert f"Eval: {run / 'eval'}" in page and "Solved at any k" in page
+    assert "Held-out greedy accuracy" in page
+    images, colours = browser(run / "report.html", tmp_path, height=2400)
+    alts = [alt for alt, _, _ in images]
+    for title in ["Reward (mean and components)", "Accuracy", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
+                  "Clip fraction", "Completion length (tokens)", "Loss", "Gradient norm", "pass@k", "maj@k"]:
+        assert title in alts
+    assert len(alts) == len(set(alts))
+    training = [(w, h) for alt, w, h in images if alt not in ("pass@k", "maj@k", "best_of_k (mean log-prob)")]
+    assert all((w, h) == (600, 340) for w, h in training)  # every plot decoded at full size
+    assert colours > 50
+    # the numbers behind the accuracy plot are the logged ones
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if "eval/accuracy" in r] == [0, 3, 6]

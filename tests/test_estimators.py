@@ -127,3 +127,15 @@ def test_coverage_length_and_calibration_by_hand():
     assert expected_calibration_error([0.9, 0.9, 0.2, 0.2], [1, 0, 0, 0]) == pytest.approx(0.5 * 0.4 + 0.5 * 0.2)
     assert expected_calibration_error([1.0, 1.0], [1, 1]) == 0.0  # 1.0 falls in the last bin
     assert brier_score([0.9, 0.9, 0.2, 0.2], [1, 0, 0, 0]) == pytest.approx((0.01 + 0.81 + 0.04 + 0.04) / 4)
+
+
+def test_best_of_k_ranks_a_failed_score_last():
+    nan = float("nan")
+    # the NaN sample is correct but never chosen over a scored one; with k = 1 it is picked 1/3 of the time
+    assert best_of_k([nan, 0.1, 0.2], [True, False, False], 2) == pytest.approx(0.0)
+    assert best_of_k([nan, 0.1, 0.2], [True, False, False], 1) == pytest.approx(1 / 3)
+
+
+def test_vote_answer_is_correct_when_any_sample_giving_it_was():
+    # the scorer read more than the answer and disagreed between two "7"s: the order must not matter
+    assert vote_at_k(["7", "7", "3"], [False, True, False], 3) == vote_at_k(["7", "7", "3"], [True, False, False], 3) == 1.0

@@ -108,8 +108,55 @@ def test_report_html_renders_its_plots_in_a_real_browser(setup, tmp_path, capsys
     out = tmp_path / "out"
     run_eval(capsys, str(config), "--samples", "4", "--model", "tiny", "--model", str(checkpoint), "--out", str(out))
     page = (out / "report.html").read_text()
-    assert page.count("<img") == 3 and "Solved at any k" in page and "Examples" in page
+    assert page.count("<img") == 5 and "Solved at any k" in page and "Examples" in page
     images, colours = browser(out / "report.html", tmp_path)
-    assert [alt for alt, _, _ in images] == ["pass@k", "maj@k", "best_of_k (mean log-prob)"]
+    assert [alt for alt, _, _ in images] == ["pass@k", "maj@k", "best_of_k (mean log-prob)", "best_of_k (self-certainty)",
+                                            "weighted maj@k (self-certainty)"]
     assert all(width == 600 and height == 400 for _, width, height in images)  # decoded, full size
     assert colours > 50  # plots, not a blank page
+
+
+def test_token_certainty_is_the_kl_from_uniform():
+    import math
+
+    import torch
+
+    from aha.rollout.hf_engine import token_certainty
+
+    steps = (torch.zeros(2, 4), torch.tensor([[0.0, 0.0, 0.0, math.log(3)], [100.0, 0.0, 0.0, 0.0]]))
+    got = token_certainty(steps)
+    skewed = -math.log(4) - (3 * math.log(1 / 6) + math.log(1 / 2)) / 4  # p = (1/6, 1/6, 1/6, 1/2)
+    assert got[:, 0].tolist() == pytest.approx([0.0, 0.0], abs=1e-6)  # uniform: no certainty
+    assert got[:, 1].tolist() == pytest.approx([skewed, 75 - math.log(4)], rel=1e-5)
+
+
+def test_samples_carry_self_certainty_and_rank_by_rewards_score_each_sample_once(setup, tmp_path, capsys):
+    config, _ = setup
+    scorer = tmp_path / "score.py"
+    scorer.write_text(scorer.read_text() + "def flaky(completion, sample):\n"
+                      "    if 'e' in completion:\n        raise ValueError('no e')\n    return len(completion)\n")
+    out = tmp_path / "out"
+    args = [str(config), f"eval.rank_by=[{{fn: '{scorer}:has_a', name: oracle}}, {{fn: '{scorer}:flaky'}}]",
+            "--samples", "8", "--model", "tiny", "--out", str(out)]
+    report = run_eval(capsys, *args)
+    records = [json.loads(line) for line in lines(out / "samples/tiny")]
+    assert all(r["self_certainty"] >= 0 for r in records)  # a KL divergence
+    curves = report["models"]["tiny"]["curves"]
+    assert {"best_of_k (self-certainty)", "weighted maj@k (self-certainty)", "best_of_k (flaky)"} <= set(curves)
+    # ranking by the verifier itself picks a correct sample whenever one of the k is: best-of-k = pass@k
+    assert curves["best_of_k (oracle)"]["mean"] == pytest.approx(curves["pass@k"]["mean"])
+    # only correct samples carry a vote: with all n voting, a problem is won whenever a correct sample gave an answer
+    voiced = {r["id"] for r in records if r["score"] >= 0.5 and r["answer"] is not None}
+    assert curves["weighted maj@k (oracle)"]["mean"][-1] == pytest.approx(len(voiced) / 10)
+    ranks = sorted((out / "samples/tiny/ranks").iterdir())
+    assert [p.name.split("-")[0] for p in ranks] == ["flaky", "oracle"] and [len(lines_of(p)) for p in ranks] == [80, 80]
+    flaky = [json.loads(line)["score"] for line in lines_of(ranks[0])]
+    assert any(s != s for s in flaky) == any("e" in r["completion"] for r in records)  # failed: NaN, ranked last
+    assert run_eval(capsys, *args) == report and [len(lines_of(p)) for p in ranks] == [80, 80]  # nothing scored twice
+    assert main(["eval", str(config), f"eval.rank_by=[{{fn: '{scorer}:has_a', name: self-certainty}}]", "--samples", "8",
+                 "--model", "tiny", "--out", str(out)]) == 2
+    assert "eval.rank_by[0]: the name 'self-certainty' is taken" in capsys.readouterr().err
+
+
+def lines_of(path: Path) -> list[str]:
+    return path.read_text().splitlines()

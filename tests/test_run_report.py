@@ -66,7 +66,7 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
                   "Clip fraction", "Completion length (tokens)", "Loss", "Gradient norm", "pass@k", "maj@k"]:
         assert title in alts
     assert len(alts) == len(set(alts))
-    training = [(w, h) for alt, w, h in images if alt not in ("pass@k", "maj@k", "best_of_k (mean log-prob)")]
+    training = [(w, h) for alt, w, h in images if alt in {p.title for p in PANELS}]
     assert all((w, h) == (600, 340) for w, h in training)  # every plot decoded at full size
     assert colours > 50
     # the numbers behind the accuracy plot are the logged ones

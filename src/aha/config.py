@@ -163,6 +163,7 @@ class EvalConfig(Strict):
     limit: int | None = Field(None, description="evaluate only the first N held-out samples")
     max_new_tokens: int | None = Field(None, description="default: rollout.max_new_tokens")
     scorer: str = Field("aha.rewards:numeric_answer", description="accuracy = mean of this fn over held-out samples")
+    rank_by: list[RewardSpec] = Field(default_factory=list, description="with aha eval --samples: rewards (a reward model, a judge, a verifier) that each score every sample; each adds a best-of-k and a weighted-voting curve named after it")
 
 
 class Config(Strict):

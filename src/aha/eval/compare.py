@@ -18,6 +18,11 @@ from aha.eval.estimators import (
 from aha.rewards.shaping import stated_confidence
 
 CORRECT_MIN = 0.5  # a sample whose score is at least this counts as correct
+# per-sample scores: best-of-k answers with the sample a score ranks first among k; weighted
+# voting sums a score (>= 0) per answer. "rank/<name>" fields are rewards named in eval.rank_by.
+RANKINGS = {"mean log-prob": "mean_logprob", "self-certainty": "self_certainty"}
+VOTE_WEIGHTS = {"self-certainty": "self_certainty", "stated confidence": "stated_confidence"}
+RANK_PREFIX = "rank/"
 
 
 def _curve(per_problem: np.ndarray, ks: list[int], seed: int) -> dict:
@@ -27,26 +32,35 @@ def _curve(per_problem: np.ndarray, ks: list[int], seed: int) -> dict:
 
 def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int = 200) -> dict:
     """Curves over k = 1, 2, 4, ..., n (mean over problems with a 95% bootstrap band):
-    pass@k, maj@k, best-of-k ranked by the sample's mean log-prob; plus length and, where
-    completions state a confidence, calibration."""
+    pass@k; maj@k and voting weighted by self-certainty, a stated confidence or an
+    eval.rank_by reward; best-of-k ranked by mean log-prob, self-certainty or an eval.rank_by
+    reward. Plus length and, where completions state a confidence, calibration."""
     ids = sorted(by_problem)
     n = min(len(by_problem[i]) for i in ids)
     ks = ks_up_to(n)
-    samples = {i: by_problem[i][:n] for i in ids}
+    samples = {i: [dict(s, stated_confidence=stated_confidence(s["completion"])) for s in by_problem[i][:n]] for i in ids}
     correct = {i: [s["score"] >= CORRECT_MIN for s in samples[i]] for i in ids}
     counts = [sum(correct[i]) for i in ids]
-    curves = {
-        "pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed),
-        "maj@k": _curve(np.array([[vote_at_k([s["answer"] for s in samples[i]], correct[i], k, draws=vote_draws, seed=seed)
-                                   for k in ks] for i in ids]), ks, seed),
-        "best_of_k (mean log-prob)": _curve(np.array([[best_of_k([s["mean_logprob"] for s in samples[i]], correct[i], k)
-                                                       for k in ks] for i in ids]), ks, seed),
-    }
+    per_problem = lambda fn: _curve(np.array([[fn(i, k) for k in ks] for i in ids]), ks, seed)
+    column = lambda i, field: [s.get(field) for s in samples[i]]
+    vote = lambda i, k, weights=None: vote_at_k(column(i, "answer"), correct[i], k, weights, draws=vote_draws, seed=seed)
+    curves = {"pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed),
+              "maj@k": per_problem(vote)}
+    extra = sorted({f for i in ids for s in samples[i] for f in s if f.startswith(RANK_PREFIX)})
+    has = lambda field: all(field in s for i in ids for s in samples[i])  # a cache drawn before a score existed lacks it
+    for name, field in {**RANKINGS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
+        if has(field):
+            curves[f"best_of_k ({name})"] = per_problem(lambda i, k: best_of_k(column(i, field), correct[i], k))
+    for name, field in {**VOTE_WEIGHTS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
+        if field == "stated_confidence" or has(field):  # a sample stating no confidence gets no vote
+            weights = {i: [w if w is not None and w > 0 else 0.0 for w in column(i, field)] for i in ids}  # NaN: none
+            if any(any(w) for w in weights.values()):
+                curves[f"weighted maj@k ({name})"] = per_problem(lambda i, k: vote(i, k, weights[i]))
     flat = [s for i in ids for s in samples[i]]
     summary = {"problems": len(ids), "samples_per_problem": n, "curves": curves,
                "length": length_stats([s["length"] for s in flat], [s["truncated"] for s in flat]),
                "solved": {i: c for i, c in zip(ids, counts)}}
-    stated = [(stated_confidence(s["completion"]), s["score"] >= CORRECT_MIN) for s in flat]
+    stated = [(s["stated_confidence"], s["score"] >= CORRECT_MIN) for s in flat]
     stated = [(q, c) for q, c in stated if q is not None]
     if stated:
         confidence, hits = zip(*stated)

@@ -54,12 +54,13 @@ def bootstrap_ci(per_problem: np.ndarray, level: float = 0.95, draws: int = 1000
 def best_of_k(scores: list[float], correct: list[bool], k: int) -> float:
     """Expected correctness of the highest-scored of a random k-subset of the n samples,
     exactly (ties broken uniformly at random). The score is anything that ranks samples:
-    a reward model, a verifier oracle, self-certainty."""
+    a reward model, a verifier oracle, self-certainty. NaN (a failed score) ranks last."""
     n = len(scores)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    ranked_scores = np.asarray(scores, dtype=np.float64)[order]
+    scores = np.nan_to_num(np.asarray(scores, dtype=np.float64), nan=-np.inf)
+    order = np.argsort(-scores, kind="stable")
+    ranked_scores = scores[order]
     ranked_correct = np.asarray(correct, dtype=np.float64)[order]
     expected, start = 0.0, 0
     while start < n:  # a group of tied scores at ranks [start, end)
@@ -79,7 +80,8 @@ def vote_at_k(answers: list[str | None], correct: list[bool], k: int, weights: l
     (weighted) votes in a random k-subset is a correct one, by Monte Carlo over `draws`
     subsets (exact when k = n and there is no tie). Samples without an answer (None) do
     not vote; a subset with no votes is wrong; ties are broken uniformly at random.
-    An answer counts as correct when the samples giving it were judged correct."""
+    An answer counts as correct when a sample giving it was judged correct (a verifier
+    that reads only the answer judges them all alike; one that reads more may not)."""
     n = len(answers)
     if not 1 <= k <= n:
         raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
@@ -90,8 +92,8 @@ def vote_at_k(answers: list[str | None], correct: list[bool], k: int, weights: l
     ids = np.array([slot[a] if a is not None else len(distinct) for a in answers])  # None: a last, voiceless slot
     right = np.zeros(len(distinct) + 1)
     for a, c in zip(answers, correct):
-        if a is not None:
-            right[slot[a]] = float(bool(c))
+        if a is not None and c:
+            right[slot[a]] = 1.0
     votes = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     rng = np.random.default_rng(seed)
     rows = 1 if k == n else draws

@@ -100,6 +100,8 @@ def draw_samples(engine, task: Task, problems: list[dict], scorer: Callable[[str
             records.append({"id": problem["id"], "completion": text, "length": length,
                             "truncated": bool(rollouts.truncated[row]), "score": float(scorer(text, problem)),
                             "answer": vote_key(text), "mean_logprob": float(logprobs[row]) / max(length, 1)})
+            if rollouts.certainty is not None:
+                records[-1]["self_certainty"] = float(rollouts.certainty[row].sum()) / max(length, 1)
         cache.append(records)
         for record in records:
             have.setdefault(record["id"], []).append(record)

@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 
 from aha.config import Config
-from aha.eval.compare import compare, examples, summarize
+from aha.eval.compare import RANK_PREFIX, RANKINGS, VOTE_WEIGHTS, compare, examples, summarize
+from aha.eval.ranking import rank_scores, ranker_file
+from aha.rewards import RewardError, build_reward, resolve_function
 from aha.eval.sampling import SampleCache, draw_samples
 from aha.tracking.report import eval_report_html
 
@@ -33,14 +35,38 @@ def load_for_eval(label: str, config: Config):
 
 
 def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
-    from aha.rewards import resolve_function
-    from aha.rollout import HFEngine
     from aha.tasks import build_task
-    from aha.training.precision import resolve_dtype
 
     task = build_task(config.task, config.base_dir)
     problems = task.eval[: config.eval.limit] if config.eval.limit else task.eval
     scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
+    rankers = build_rankers(config)
+    try:
+        report = _study(config, models, n, out, task, problems, scorer, rankers)
+    finally:
+        for reward, _ in rankers.values():
+            reward.close()
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    (out / "report.html").write_text(eval_report_html(report), encoding="utf-8")
+    return report
+
+
+def build_rankers(config: Config) -> dict:
+    """name -> (reward, spec) for each eval.rank_by entry; each entry is its own ranker."""
+    rankers = {}
+    for i, spec in enumerate(config.eval.rank_by):
+        reward = build_reward([spec], config.base_dir, section=f"eval.rank_by[{i}]")
+        name = reward.components[0].name
+        if name in rankers or name in RANKINGS or name in VOTE_WEIGHTS:
+            raise RewardError(f"eval.rank_by[{i}]: the name {name!r} is taken; set eval.rank_by[{i}].name")
+        rankers[name] = (reward, spec)
+    return rankers
+
+
+def _study(config: Config, models: list[str], n: int, out: Path, task, problems, scorer, rankers) -> dict:
+    from aha.rollout import HFEngine
+    from aha.training.precision import resolve_dtype
+
     ro = config.rollout
     max_new = config.eval.max_new_tokens or ro.max_new_tokens
     # the task's settings, not the number of problems: eval.limit may grow over a cache
@@ -55,15 +81,17 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
         if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
             loaded = load_for_eval(label, config)
             engine = HFEngine(loaded.model, loaded.tokenizer, max_new, ro.temperature, ro.top_p, ro.batch_size,
-                              resolve_dtype(config.train.dtype))
+                              resolve_dtype(config.train.dtype), self_certainty=True)
             by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
                                       have=have)
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
+        for name, (reward, spec) in rankers.items():
+            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec), problems, by_problem,
+                                 desc=f"rank {label} by {name}")
+            by_problem = {pid: [dict(s, **{f"{RANK_PREFIX}{name}": x}) for s, x in zip(got, scores[pid])]
+                          for pid, got in by_problem.items()}
         summaries[label], samples[label] = summarize(by_problem, seed=config.seed), by_problem
     comparison = compare(summaries)
-    report = {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": comparison,
-              "examples": examples(problems, samples, comparison)}
-    (out / "report.json").write_text(json.dumps(report, indent=1))
-    (out / "report.html").write_text(eval_report_html(report), encoding="utf-8")
-    return report
+    return {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": comparison,
+            "examples": examples(problems, samples, comparison)}

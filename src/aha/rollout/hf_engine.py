@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +28,10 @@ class Rollouts:
     prompt_index: torch.Tensor  # (N,) long: which input prompt each sequence answers
     texts: list[str]
     truncated: torch.Tensor  # (N,) bool: hit max_new_tokens without EOS
+    # (N, T) KL(uniform || p) of each next-token distribution at temperature 1, the
+    # per-token self-certainty of Kang et al. 2025; only from an engine made with
+    # self_certainty=True (evaluation), None otherwise
+    certainty: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -40,6 +45,7 @@ class Rollouts:
             self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
             self.completion_mask[index], self.sampling_logprobs[index], self.prompt_index[index],
             [self.texts[i] for i in index.tolist()], self.truncated[index],
+            None if self.certainty is None else self.certainty[index],
         )
 
 
@@ -76,12 +82,14 @@ def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
         prompt_index=torch.cat([p.prompt_index for p in parts]),
         texts=[t for p in parts for t in p.texts],
         truncated=torch.cat([p.truncated for p in parts]),
+        certainty=None if any(p.certainty is None for p in parts) else stack("certainty", T, 0.0),
     )
 
 
 class HFEngine:
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0,
-                 top_p: float = 1.0, batch_size: int = 64, dtype: torch.dtype = torch.float32):
+                 top_p: float = 1.0, batch_size: int = 64, dtype: torch.dtype = torch.float32,
+                 self_certainty: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -89,6 +97,7 @@ class HFEngine:
         self.top_p = top_p
         self.batch_size = batch_size
         self.dtype = dtype
+        self.self_certainty = self_certainty
         self.pad_id = tokenizer.pad_token_id
         eos = model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
@@ -152,4 +161,12 @@ class HFEngine:
         completion = completion.masked_fill(~before_eos, self.pad_id)
         texts = self.tokenizer.batch_decode(completion, skip_special_tokens=True)
         index = torch.zeros(len(texts), dtype=torch.long)  # set by generate()
-        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated)
+        certainty = token_certainty(out.logits) * mask if self.self_certainty else None
+        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated, certainty)
+
+
+def token_certainty(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """(N, T): KL(U || p_t) = -log V - mean_j log p_t(j) for each step's raw logits (N, V).
+    0 for a uniform distribution, log V for a certain one."""
+    return torch.stack([-math.log(step.shape[-1]) - torch.log_softmax(step.float(), dim=-1).mean(dim=-1)
+                        for step in logits], dim=1)

@@ -10,7 +10,6 @@ import base64
 import html
 import io
 
-CURVES = ["pass@k", "maj@k", "best_of_k (mean log-prob)"]
 STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
          "pre{white-space:pre-wrap;margin:0.3em 0;font-size:0.85em}.plots img{margin:0.5em;border:1px solid #eee}"
@@ -51,12 +50,15 @@ def pct(x: float) -> str:
 def curve_png(report: dict, curve: str) -> bytes:
     """Each model's mean curve over k (log2 axis) with its 95% bootstrap band."""
     fig, ax = pyplot().subplots(figsize=(6, 4), dpi=100)
+    ks = []
     for label, summary in report["models"].items():
-        c = summary["curves"][curve]
+        c = summary["curves"].get(curve)
+        if c is None:  # e.g. a cache drawn before this score existed
+            continue
         (line,) = ax.plot(c["k"], c["mean"], marker="o", markersize=3, label=label)
         ax.fill_between(c["k"], c["lo"], c["hi"], color=line.get_color(), alpha=0.2)
+        ks = max(ks, c["k"], key=len)
     ax.set_xscale("log", base=2)
-    ks = next(iter(report["models"].values()))["curves"][curve]["k"]
     ax.set_xticks(ks, labels=[str(k) for k in ks])
     ax.set_xlabel("k (samples)")
     ax.set_ylabel(curve)
@@ -67,20 +69,25 @@ def curve_png(report: dict, curve: str) -> bytes:
     return figure_png(fig)
 
 
+def curve_names(report: dict) -> list[str]:
+    """Every curve any model has, in the order summarize() makes them."""
+    return list(dict.fromkeys(name for s in report["models"].values() for name in s["curves"]))
+
+
 def eval_sections(report: dict, heading: str = "h1") -> list[str]:
     """The eval report's body: table, coverage and crossings, plots, examples."""
     e = html.escape
+    curves = curve_names(report)
     rows = []
     for label, s in report["models"].items():
-        last = lambda name: s["curves"][name]["mean"][-1]
-        first = s["curves"]["pass@k"]["mean"][0]
-        n = s["samples_per_problem"]
-        rows.append(f"<tr><td>{e(label)}</td><td>{s['problems']}</td><td>{n}</td><td>{pct(first)}</td>"
-                    f"<td>{pct(last('pass@k'))}</td><td>{pct(last('maj@k'))}</td><td>{pct(last(CURVES[2]))}</td>"
+        at_n = "".join(f"<td>{pct(s['curves'][c]['mean'][-1]) if c in s['curves'] else '-'}</td>" for c in curves)
+        rows.append(f"<tr><td>{e(label)}</td><td>{s['problems']}</td><td>{s['samples_per_problem']}</td>"
+                    f"<td>{pct(s['curves']['pass@k']['mean'][0])}</td>{at_n}"
                     f"<td>{s['length']['mean']:.1f}</td><td>{pct(s['length']['truncated_frac'])}</td></tr>")
+    header = "".join(f"<th>{e(c.replace('@k', '@n').replace('_of_k', '-of-n'))}</th>" for c in curves)
     parts = [f"<{heading}>{e(report['task'])}: what changed</{heading}>",
-             "<table><tr><th>model</th><th>problems</th><th>n</th><th>pass@1</th><th>pass@n</th><th>maj@n</th>"
-             "<th>best-of-n (log-prob)</th><th>mean length</th><th>truncated</th></tr>" + "".join(rows) + "</table>"]
+             "<table><tr><th>model</th><th>problems</th><th>n</th><th>pass@1</th>" + header
+             + "<th>mean length</th><th>truncated</th></tr>" + "".join(rows) + "</table>"]
     comparison = report.get("comparison") or {}
     if comparison:
         a, b = (e(m) for m in comparison["models"])
@@ -91,7 +98,7 @@ def eval_sections(report: dict, heading: str = "h1") -> list[str]:
         parts.append(f"<p>Solved at any k: both {len(cov['both'])}, only {a} {len(cov['only_a'])}, "
                      f"only {b} {len(cov['only_b'])}, neither {len(cov['neither'])}. "
                      f"The pass@k curves cross {where}.</p>")
-    parts.append('<div class="plots">' + "".join(img(curve_png(report, c), c) for c in CURVES) + "</div>")
+    parts.append('<div class="plots">' + "".join(img(curve_png(report, c), c) for c in curves) + "</div>")
     examples = report.get("examples", [])
     if examples:
         parts.append("<h3>Examples</h3><table><tr><th>problem</th><th>answer</th>"

@@ -160,3 +160,13 @@ def test_samples_carry_self_certainty_and_rank_by_rewards_score_each_sample_once
 
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
+
+
+def test_task_flag_replaces_the_config_task(tmp_path, capsys):
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text('{"prompt": "What is 2 + 2?", "answer": "4"}\n{"prompt": "What is 3 + 3?", "answer": "6"}\n')
+    report = run_eval(capsys, "model=tiny", "--task", str(held_out), "--samples", "3", "--model", "tiny",
+                      "--out", str(tmp_path / "out"))  # no config file: only overrides
+    assert report["task"] == "held_out" and report["models"]["tiny"]["problems"] == 2
+    assert main(["eval", "model=tiny", "--task", str(tmp_path / "missing.jsonl")]) == 2
+    assert f"task data file not found: {tmp_path / 'missing.jsonl'}" in capsys.readouterr().err

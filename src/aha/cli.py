@@ -16,6 +16,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="greedy accuracy on a task's held-out split")
     ev.add_argument("config", nargs="?", help="YAML config naming the model and task (default: built-in arithmetic)")
     ev.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=tiny eval.limit=50")
+    ev.add_argument("--task", help="replaces the config's task: a built-in name (arithmetic) or a JSONL file of held-out "
+                    "{prompt, answer} problems")
     ev.add_argument("--checkpoint", help="a checkpoints/step-N folder whose weights replace the model's")
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
     ev.add_argument("--samples", type=int, help="draw N samples per problem (cached) and report pass@k, maj@k, best-of-k")
@@ -59,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"report: {write_run_report(args.run, args.eval)}")
             return 0
-        config = load_config(args.config, args.overrides)
+        if args.command == "eval" and args.config and "=" in args.config and not os.path.exists(args.config):
+            args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
+        config = load_config(args.config, args.overrides + _task_override(getattr(args, "task", None)))
         if args.command == "train":
             from aha.training.rl import train
 
@@ -74,6 +78,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _task_override(task: str | None) -> list[str]:
+    """--task T as a dotted override of the whole task section (JSON is YAML)."""
+    import json
+    from pathlib import Path
+
+    if task is None:
+        return []
+    if task.endswith(".jsonl") or Path(task).is_file():  # eval reads only the held-out split
+        return ["task=" + json.dumps({"data": task, "eval_data": task})]
+    return ["task=" + json.dumps({"name": task})]
 
 
 def _monitor(args) -> int:

@@ -3,8 +3,10 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from aha.cli import main
-from aha.tracking.run_report import PANELS, Panel, series
+from aha.tracking.run_report import PANELS, Panel, series, trailing_mean
 from aha.training.rl import train
 
 from test_algorithm_runs import say_seven
@@ -29,6 +31,20 @@ def test_series_keeps_numbers_by_step():
     assert data == {"eval/accuracy": ([0], [0.1]), "eval/n": ([0], [5.0]), "reward/mean": ([1, 2], [0.5, 0.7])}
 
 
+def test_trailing_mean():
+    assert trailing_mean([1.0, 2.0, 3.0, 4.0, 6.0], 3).tolist() == pytest.approx([2.0, 3.0, 13 / 3])
+
+
+def test_a_long_run_is_drawn_smoothed(tmp_path):
+    (tmp_path / "config.yaml").write_text("model: tiny\ntask: {data: my_task.jsonl}\n")
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": (s % 7) / 7, "entropy": 1 / s}) + "\n"
+                                                    for s in range(1, 201)))
+    assert main(["report", str(tmp_path)]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "task my_task.jsonl" in page and "steps logged: 200." in page
+    assert page.count("<img") == 2  # reward and entropy: nothing else was logged
+
+
 def test_bad_run_folders_are_named(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert f"{tmp_path} is not a run folder" in capsys.readouterr().err
@@ -40,7 +56,7 @@ def test_bad_run_folders_are_named(tmp_path, capsys):
     # a torn last line is a run being written (or killed mid-write): reported without it
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n{"step": 2, "rew')
     assert main(["report", str(tmp_path)]) == 0
-    assert "1 of None steps logged" in (tmp_path / "report.html").read_text()
+    assert "steps logged: 1." in (tmp_path / "report.html").read_text()
     assert main(["report", str(tmp_path), "--eval", str(tmp_path / "nowhere")]) == 2
     assert f"--eval {tmp_path / 'nowhere'}: no report.json there" in capsys.readouterr().err
 

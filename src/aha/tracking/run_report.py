@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from aha.jsonl import read_jsonl
 from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
 
@@ -88,13 +90,24 @@ def series(records: list[dict]) -> dict[str, tuple[list[int], list[float]]]:
     return out
 
 
+def trailing_mean(values: list[float], window: int) -> np.ndarray:
+    """Mean of each value and the window - 1 before it (len(values) - window + 1 of them)."""
+    return np.convolve(values, np.ones(window) / window, mode="valid")
+
+
 def panel_png(panel: Panel, names: list[str], data: dict, flags: dict) -> bytes:
     fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
     for name in names:
         steps, values = data[name]
         few = len(steps) < 12  # a held-out eval logged at a few steps: show the points
-        ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2,
-                label=f"{name} ({LABELS[name]})" if name in LABELS else name)
+        label = f"{name} ({LABELS[name]})" if name in LABELS else name
+        window = len(steps) // 20
+        if window < 3:
+            ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2, label=label)
+            continue
+        # a long run's per-step values are noisy: faint, under their trailing moving average
+        (line,) = ax.plot(steps, values, linewidth=0.8, alpha=0.3)
+        ax.plot(steps[window - 1:], trailing_mean(values, window), color=line.get_color(), linewidth=1.5, label=f"{label}, mean of {window}")
     for kind, flag in flags.items():
         ax.axvline(flag["step"], color="#b00020", linestyle="--", linewidth=1)
         ax.annotate(kind, (flag["step"], 1), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
@@ -108,7 +121,7 @@ def panel_png(panel: Panel, names: list[str], data: dict, flags: dict) -> bytes:
 
 def _config_summary(config: dict) -> str:
     reward = config.get("reward") or []
-    parts = [f"model {config.get('model')}", f"task {(config.get('task') or {}).get('name')}",
+    parts = [f"model {config.get('model')}", f"task {(config.get('task') or {}).get('name') or (config.get('task') or {}).get('data')}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
              "reward " + " + ".join(f"{r.get('weight', 1)}*{r.get('name') or r.get('fn')}" for r in reward)]
     return ", ".join(parts)
@@ -161,9 +174,11 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
     flags = monitor.get("flags", {})
     data = series(metrics)
     steps = max((r["step"] for r in metrics if "reward/mean" in r), default=0)
+    total = (config.get("train") or {}).get("steps")
     e = html.escape
     parts = [f"<h1>Training run {e(run.name)}</h1>",
-             f"<p>{e(_config_summary(config))}; {steps} of {(config.get('train') or {}).get('steps')} steps logged.</p>"]
+             f"<p>{e(_config_summary(config))}; steps logged: {steps} of {total}.</p>" if total
+             else f"<p>{e(_config_summary(config))}; steps logged: {steps}.</p>"]
     accuracy = data.get("eval/accuracy")
     if accuracy and len(accuracy[1]) > 1:
         parts.append(f"<p>Held-out greedy accuracy {pct(accuracy[1][0])} (step {accuracy[0][0]}) &rarr; "

@@ -170,3 +170,26 @@ def test_task_flag_replaces_the_config_task(tmp_path, capsys):
     assert report["task"] == "held_out" and report["models"]["tiny"]["problems"] == 2
     assert main(["eval", "model=tiny", "--task", str(tmp_path / "missing.jsonl")]) == 2
     assert f"task data file not found: {tmp_path / 'missing.jsonl'}" in capsys.readouterr().err
+
+
+def test_a_cache_drawn_before_self_certainty_leaves_only_that_curve_out():
+    from aha.eval.compare import compare, summarize
+    from aha.tracking.report import eval_report_html
+
+    def samples(with_certainty: bool) -> dict:
+        out = {}
+        for p in ("p1", "p2"):
+            out[p] = [{"completion": f"{j}", "answer": f"{j}", "score": float(j == 1), "length": 3, "truncated": False,
+                       "mean_logprob": -j / 10, **({"self_certainty": j / 5} if with_certainty else {})} for j in range(4)]
+        return out
+
+    new, old = summarize(samples(True)), summarize(samples(False))
+    assert "best_of_k (self-certainty)" in new["curves"] and "best_of_k (self-certainty)" not in old["curves"]
+    assert old["curves"]["pass@k"] == new["curves"]["pass@k"]
+    # ranked by mean log-prob (higher for lower j) the correct j = 1 sample wins whenever j = 0 is not drawn
+    assert new["curves"]["best_of_k (mean log-prob)"]["mean"] == pytest.approx([1 / 4, 2 / 6, 0.0])  # C(2, k-1) / C(4, k)
+    # ranked by self-certainty (higher for higher j) it wins only against j = 0
+    assert new["curves"]["best_of_k (self-certainty)"]["mean"] == pytest.approx([1 / 4, 1 / 6, 0.0])  # C(1, k-1) / C(4, k)
+    report = {"task": "t", "models": {"new": new, "old": old}, "comparison": compare({"new": new, "old": old})}
+    page = eval_report_html(report)
+    assert page.count("<img") == len(new["curves"]) and "<td>-</td>" in page

@@ -11,8 +11,8 @@ from pathlib import Path
 from aha.config import Config
 from aha.eval.compare import RANK_PREFIX, RANKINGS, VOTE_WEIGHTS, compare, examples, summarize
 from aha.eval.ranking import rank_scores, ranker_file
-from aha.rewards import RewardError, build_reward, resolve_function
 from aha.eval.sampling import SampleCache, draw_samples
+from aha.rewards import RewardError, build_reward, resolve_function
 from aha.tracking.report import eval_report_html
 
 

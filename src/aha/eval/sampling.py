@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -63,8 +64,12 @@ class SampleCache:
         if not self.path.exists():
             return by_problem
         records = [r for _, r in read_jsonl(self.path, CacheMismatch, torn_tail=True)]
-        if len(records) < sum(1 for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()):
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")  # drop the torn line
+        with self.path.open("rb") as handle:  # whole lines end in a newline: without one, the last line was torn
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - 1, 0))
+            torn = size > 0 and handle.read(1) != b"\n"
+        if torn:  # read_jsonl left it out; drop it from the file too, so appends start on a fresh line
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         for record in records:
             by_problem.setdefault(record["id"], []).append(record)
         return by_problem

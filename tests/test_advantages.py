@@ -7,6 +7,7 @@ import torch
 
 from aha.algorithms import (
     discounted_returns,
+    finite_reward_mask,
     gae_advantages,
     grpo_advantages,
     ktae_token_weights,
@@ -148,3 +149,98 @@ def test_masked_mean():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     assert float(masked_mean(values, mask)) == 3.0
     assert float(masked_mean(values, torch.zeros_like(mask))) == 0.0
+
+
+# --- guards: flat groups are exactly 0, non-finite rewards are skipped, padding is selected away
+
+FLAT_GROUPS = [(0.1, 8), (1 / 3, 8), (7.3, 16)]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("value, size", FLAT_GROUPS)
+def test_flat_group_advantage_is_exactly_zero_in_any_dtype(dtype, value, size):
+    # float32: mean([0.1] * 8) is one ulp off 0.1, and ulp / (0 + eps) used to give +-0.1
+    rewards = torch.full((2, size), value, dtype=dtype)
+    rewards[1, 0] = 0.0  # an informative group next to the flat one is still normalised
+    zeros = torch.zeros(size, dtype=dtype)
+    for adv in (grpo_advantages(rewards, "std"), grpo_advantages(rewards, "none"), rloo_advantages(rewards)):
+        assert adv.dtype == dtype and torch.equal(adv[0], zeros)
+        assert adv[1, 0] < 0 and (adv[1, 1:] > 0).all()
+    assert zero_variance_groups(rewards).tolist() == [True, False]
+    # REINFORCE++-baseline: the flat group's returns minus its baseline, exactly 0
+    mask = torch.ones(2 * size, 1, dtype=dtype)
+    token = rewards.reshape(-1, 1)
+    assert torch.equal(reinforce_pp_advantages(token[:size], mask[:size], group_size=size), zeros.view(-1, 1))
+    # whitening a batch whose valid values are all equal: exactly 0 rather than ulp / sqrt(eps)
+    assert torch.equal(masked_whiten(torch.full((3, 4), value, dtype=dtype), torch.ones(3, 4, dtype=dtype)),
+                       torch.zeros(3, 4, dtype=dtype))
+
+
+def test_non_finite_rewards_get_zero_and_leave_their_group_alone():
+    nan, inf = float("nan"), float("inf")
+    rewards = torch.tensor([[1.0, nan, 0.0, inf, 1.0, 0.0],
+                            [2.0, 2.0, nan, 2.0, -inf, 2.0],  # flat once the non-finite are left out
+                            [nan, nan, nan, nan, nan, nan]])
+    adv = grpo_advantages(rewards, eps=0.0)
+    # row 0: finite 1, 0, 1, 0 -> mean 1/2, unbiased std sqrt(1/3): +-sqrt(3)/2
+    h = math.sqrt(3) / 2
+    torch.testing.assert_close(adv[0], torch.tensor([h, 0.0, -h, 0.0, h, -h]))
+    assert adv[0, 1] == 0 and adv[0, 3] == 0
+    assert torch.equal(adv[1:], torch.zeros(2, 6))
+    # the same as the group without its non-finite samples
+    torch.testing.assert_close(adv[0, [0, 2, 4, 5]], grpo_advantages(torch.tensor([[1.0, 0.0, 1.0, 0.0]]), eps=0.0)[0])
+    assert torch.equal(grpo_advantages(rewards, "none")[0], torch.tensor([0.5, 0.0, -0.5, 0.0, 0.5, -0.5]))
+    # a NaN never makes a group look informative
+    assert zero_variance_groups(rewards).tolist() == [False, True, True]
+    assert finite_reward_mask(rewards[0]).tolist() == [True, False, True, False, True, True]
+
+
+def test_rloo_and_remax_skip_non_finite_rewards():
+    nan, inf = float("nan"), float("inf")
+    # finite 1, 0, 0: sample 0 gets 1 - mean(0, 0) = 1, samples 1 and 3 get 0 - mean(1, 0) = -1/2
+    adv = rloo_advantages(torch.tensor([[1.0, 0.0, nan, 0.0], [5.0, nan, inf, -inf]]))
+    assert adv.tolist() == [[1.0, -0.5, 0.0, -0.5], [0.0, 0.0, 0.0, 0.0]]  # row 1: no other finite sample
+    # ReMax: a non-finite sample gets 0; a non-finite greedy reward leaves its prompt without a baseline
+    adv = remax_advantages(torch.tensor([[1.0, nan], [1.0, 0.0]]), torch.tensor([0.25, nan]))
+    assert adv.tolist() == [[0.75, 0.0], [0.0, 0.0]]
+
+
+def test_token_level_estimators_skip_rows_with_non_finite_rewards():
+    nan = float("nan")
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [1.0, 0.0]])
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, nan], [3.0, 0.0]])
+    based = reinforce_pp_advantages(rewards, mask, group_size=2)
+    # row 2 is out: group 2's baseline is row 3's return 3, so row 3 returns 0;
+    # group 1: returns 1, 1 | 0, baseline 1/2 -> 1/2, 1/2 | -1/2; then whitened over 4 tokens
+    centred = torch.tensor([0.5, 0.5, -0.5, 0.0])
+    expected = (centred - centred.mean()) / centred.std()
+    torch.testing.assert_close(based[[0, 0, 1, 3], [0, 1, 0, 0]], expected, atol=1e-6, rtol=0)
+    assert torch.equal(based[2], torch.zeros(2)) and torch.isfinite(based).all()
+    plain = reinforce_pp_advantages(rewards, mask)  # returns 1, 1 | 0 | 3
+    valid = torch.tensor([1.0, 1.0, 0.0, 3.0])
+    torch.testing.assert_close(plain[[0, 0, 1, 3], [0, 1, 0, 0]], (valid - valid.mean()) / valid.std(), atol=1e-6, rtol=0)
+    assert torch.equal(plain[2], torch.zeros(2))
+    # GAE: the row gets advantage 0 and its value target stays its value
+    values = torch.tensor([[0.5, 0.25], [0.1, 9.0], [0.3, 0.4], [0.0, 0.0]])
+    adv, ret = gae_advantages(rewards, values, mask)
+    assert torch.equal(adv[2], torch.zeros(2)) and torch.equal(ret[2], values[2])
+    torch.testing.assert_close(adv[0], torch.tensor([0.5, 0.75]))  # 1 - 0.5, 1 - 0.25
+    assert float(ret[1, 1]) == 0.0  # padding
+
+
+def test_padding_holding_nan_or_inf_is_ignored():
+    nan, inf = float("nan"), float("inf")
+    values = torch.tensor([[1.0, 3.0, nan], [5.0, inf, -inf]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert float(masked_mean(values, mask)) == 3.0
+    torch.testing.assert_close(masked_whiten(values, mask), torch.tensor([[-1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]),
+                               atol=1e-6, rtol=0)
+    assert torch.equal(discounted_returns(values, mask), torch.tensor([[4.0, 3.0, 0.0], [5.0, 0.0, 0.0]]))
+
+
+def test_estimators_reject_a_mask_of_another_shape():
+    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(2, 3\) and mask \(2, 1\)"):
+        masked_whiten(torch.zeros(2, 3), torch.ones(2, 1))
+    with pytest.raises(ValueError, match=r"token_rewards and mask must have the same shape"):
+        reinforce_pp_advantages(torch.zeros(2, 3), torch.ones(3, 3))

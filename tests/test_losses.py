@@ -6,15 +6,18 @@ import pytest
 import torch
 
 from aha.algorithms import (
+    LOG_RATIO_CLAMP,
     LossNorm,
     aggregate,
     cispo_loss,
+    clamped_log_ratio,
     clipped_surrogate,
     clipped_value_loss,
     entropy_from_logits,
     gspo_surrogate,
     kl_estimate,
     policy_gradient_loss,
+    sequence_log_ratio,
     truncated_is_weights,
 )
 
@@ -149,3 +152,89 @@ def test_all_masked_rows_contribute_nothing():
     values, mask = torch.tensor([[5.0, 5.0]]), torch.zeros(1, 2)
     for mode in ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"):
         assert float(aggregate(values, mask, mode, LossNorm.of(mask, 2))) == 0.0
+
+
+# --- guards: clamped log-ratios, padding selected away, shapes checked
+
+def test_log_ratio_is_clamped_before_exp_so_an_overflowing_ratio_stays_finite():
+    # exp(89) overflows float32; clamped at 20 as in verl / OpenRLHF
+    assert LOG_RATIO_CLAMP == 20.0 and math.isinf(float(torch.exp(torch.tensor(89.0))))
+    e20 = math.exp(20.0)
+    logp = torch.tensor([89.0, 89.0, 0.1, -89.0], requires_grad=True)
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss, clipped = clipped_surrogate(logp, torch.zeros(4), adv, clip_low=0.2, clip_high=0.28)
+    loss.sum().backward()
+    # ratio e^20, A=+1: clipped at 1.28. e^20, A=-1: the pessimistic e^20 * |A| is kept.
+    # e^0.1 inside the clip. e^-20, A=-1: the floor 0.8 binds.
+    torch.testing.assert_close(loss.detach(), torch.tensor([-1.28, e20, -math.exp(0.1), 0.8]))
+    assert clipped.tolist() == [True, False, False, True]
+    # no gradient through the clamp; inside it the usual -ratio * A
+    torch.testing.assert_close(logp.grad, torch.tensor([0.0, 0.0, -math.exp(0.1), 0.0]))
+    assert torch.isfinite(logp.grad).all()
+
+
+def test_cispo_gspo_kl_and_is_weights_clamp_the_log_ratio():
+    e20 = math.exp(20.0)
+    logp = torch.tensor([89.0, 0.0], requires_grad=True)
+    loss, clipped = cispo_loss(logp, torch.zeros(2), torch.tensor([1.0, 1.0]), clip_low=1.0, clip_high=0.28)
+    loss.sum().backward()
+    torch.testing.assert_close(loss.detach(), torch.tensor([-1.28 * 89.0, 0.0]))  # weight min(e^20, 1.28)
+    torch.testing.assert_close(logp.grad, torch.tensor([-1.28, -1.0]))
+    assert clipped.tolist() == [True, False]
+    # GSPO: a sequence ratio of e^89 (mean log-ratio 89) is e^20, pessimistic for A < 0
+    seq = torch.tensor([[89.0, 89.0]], requires_grad=True)
+    loss, _ = gspo_surrogate(seq, torch.zeros(1, 2), torch.tensor([[-1.0]]), torch.ones(1, 2))
+    loss.sum().backward()
+    torch.testing.assert_close(loss.detach(), torch.tensor([[e20, e20]]))
+    assert torch.equal(seq.grad, torch.zeros(1, 2))
+    # KL estimators: log r = ref - logp clamped to +-20 for each of k1, k2, k3
+    logp = torch.zeros(2, requires_grad=True)
+    ref = torch.tensor([89.0, -89.0])
+    expected = {"k1": [-20.0, 20.0], "k2": [200.0, 200.0], "k3": [e20 - 21.0, math.exp(-20.0) + 19.0]}
+    for kind, values in expected.items():
+        logp.grad = None
+        kl = kl_estimate(logp, ref, kind)
+        kl.sum().backward()
+        torch.testing.assert_close(kl.detach(), torch.tensor(values), msg=kind)
+        assert torch.equal(logp.grad, torch.zeros(2)), kind
+    assert truncated_is_weights(torch.tensor([89.0]), torch.tensor([0.0]), cap=2.0).tolist() == [2.0]
+    torch.testing.assert_close(clamped_log_ratio(torch.tensor([89.0, -89.0, 0.5]), torch.zeros(3)),
+                               torch.tensor([20.0, -20.0, 0.5]))
+
+
+def test_aggregate_ignores_nan_and_inf_on_padding_in_value_and_gradient():
+    nan, inf = float("nan"), float("inf")
+    values = torch.tensor([[1.0, 2.0, nan], [4.0, inf, -inf]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    norm = LossNorm.of(mask, constant=5)
+    expected = {"token_mean": 7 / 3, "seq_mean_token_sum": 7 / 2, "seq_mean_token_mean": (1.5 + 4) / 2,
+                "constant": 7 / 10}
+    for mode, value in expected.items():
+        values.grad = None
+        out = aggregate(values, mask, mode, norm)
+        out.backward()
+        torch.testing.assert_close(out.detach(), torch.tensor(value), msg=mode)
+        assert torch.isfinite(values.grad).all() and (values.grad[~mask.bool()] == 0).all(), mode
+    # the sequence log-ratio of GSPO, too
+    logp = torch.tensor([[0.2, 0.4, nan]])
+    torch.testing.assert_close(sequence_log_ratio(logp, torch.zeros(1, 3), torch.tensor([[1.0, 1.0, 0.0]])),
+                               torch.tensor([[0.3]]))
+
+
+def test_shapes_that_would_broadcast_silently_are_rejected():
+    logp, old = torch.zeros(3, 3), torch.zeros(3, 3)  # N == T: (N,) advantages would broadcast along rows
+    message = r"advantages must be shaped \(3, 3\) or \(3, 1\) like logprobs, got \(3,\)"
+    for fn in (lambda a: clipped_surrogate(logp, old, a), lambda a: cispo_loss(logp, old, a),
+               lambda a: policy_gradient_loss(logp, a), lambda a: gspo_surrogate(logp, old, a, torch.ones(3, 3))):
+        with pytest.raises(ValueError, match=message):
+            fn(torch.zeros(3))
+        fn(torch.zeros(3, 1))  # one per sequence
+        fn(torch.zeros(3, 3))  # one per token
+    with pytest.raises(ValueError, match=r"advantages must be shaped \(3, 3\) or \(3, 1\) like logprobs, got \(1, 3\)"):
+        clipped_surrogate(logp, old, torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"old_logprobs must have the shape of logprobs \(3, 3\), got \(3, 1\)"):
+        clipped_surrogate(logp, torch.zeros(3, 1), torch.zeros(3, 1))
+    with pytest.raises(ValueError, match=r"ref_logprobs must have the shape of logprobs \(3, 3\), got \(3,\)"):
+        kl_estimate(logp, torch.zeros(3))
+    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(3, 3\) and mask \(3,\)"):
+        aggregate(logp, torch.ones(3), "token_mean", LossNorm(3.0, 3.0, 1.0))

@@ -19,9 +19,11 @@ from aha.algorithms.advantages import (
 from aha.algorithms.losses import (
     AGGREGATIONS,
     KL_ESTIMATORS,
+    LOG_RATIO_CLAMP,
     LossNorm,
     aggregate,
     cispo_loss,
+    clamped_log_ratio,
     clipped_surrogate,
     clipped_value_loss,
     entropy_from_logits,
@@ -42,9 +44,9 @@ from aha.algorithms.shaping import (
 
 __all__ = [
     "adapt_length_coef", "length_cost",
-    "AGGREGATIONS", "KL_ESTIMATORS", "LossNorm", "aggregate", "cispo_loss", "clipped_surrogate",
-    "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits", "finite_reward_mask",
-    "gae_advantages",
+    "AGGREGATIONS", "KL_ESTIMATORS", "LOG_RATIO_CLAMP", "LossNorm", "aggregate", "cispo_loss", "clamped_log_ratio",
+    "clipped_surrogate", "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits",
+    "finite_reward_mask", "gae_advantages",
     "grpo_advantages", "gspo_surrogate", "kl_estimate", "ktae_token_weights", "masked_mean", "masked_whiten",
     "outcome_token_rewards", "overlong_penalty", "policy_gradient_loss", "reinforce_pp_advantages",
     "remax_advantages", "replay_priorities", "rloo_advantages", "sequence_log_ratio", "truncated_is_weights",

@@ -2,7 +2,13 @@
 
 Every policy loss returns (loss, clipped): a per-token loss to minimise, shaped like
 logprobs, and a bool mask of the tokens whose gradient the clip removed or capped.
-Advantages broadcast against logprobs: (N, 1) for one per sequence, (N, T) per token.
+Advantages broadcast against logprobs: (N, 1) for one per sequence, (N, T) per token; any
+other shape is a ValueError (an (N,) vector would silently broadcast along T when N == T).
+
+Every log-ratio (policy vs old, reference vs policy, trainer vs engine) is clamped to
+[-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] before exp, as verl and OpenRLHF do: exp(89) overflows
+float32, and one overflowed token would make the loss and every gradient inf or NaN.
+The clamp passes no gradient beyond it; inside it changes nothing.
 """
 
 from dataclasses import dataclass
@@ -11,6 +17,28 @@ import torch
 
 AGGREGATIONS = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+LOG_RATIO_CLAMP = 20.0  # exp(20) ~ 4.9e8: far beyond any clip range, far below overflow
+
+
+def _check_like(name: str, tensor: torch.Tensor, logprobs: torch.Tensor) -> None:
+    if tensor.shape != logprobs.shape:
+        raise ValueError(f"{name} must have the shape of logprobs {tuple(logprobs.shape)}, got {tuple(tensor.shape)}")
+
+
+def _check_advantages(advantages: torch.Tensor, logprobs: torch.Tensor) -> None:
+    """advantages: logprobs' shape, or size 1 along the token dims ((N, 1) for (N, T))."""
+    ok = advantages.dim() == logprobs.dim() and advantages.shape[:1] == logprobs.shape[:1] and all(
+        a in (1, b) for a, b in zip(advantages.shape[1:], logprobs.shape[1:]))
+    if not ok:
+        expected = (tuple(logprobs.shape[:1]) + (1,) * (logprobs.dim() - 1)) if logprobs.dim() > 1 else None
+        alt = f" or {expected}" if expected else ""
+        raise ValueError(f"advantages must be shaped {tuple(logprobs.shape)}{alt} like logprobs, got "
+                         f"{tuple(advantages.shape)}")
+
+
+def clamped_log_ratio(logprobs: torch.Tensor, other_logprobs: torch.Tensor) -> torch.Tensor:
+    """logprobs - other_logprobs, clamped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] so that its exp is finite."""
+    return torch.clamp(logprobs - other_logprobs, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
 
 
 def clipped_surrogate(
@@ -27,8 +55,11 @@ def clipped_surrogate(
     Separate low and high clip ranges follow DAPO's clip-higher (e.g. 0.2 / 0.28).
     dual_clip = c > 1 (Ye et al. 2020): for A < 0 the loss is also capped at c * |A|, so a
     token whose ratio has exploded cannot dominate the batch.
+    The log-ratio is clamped to +-LOG_RATIO_CLAMP before exp.
     """
-    ratio = torch.exp(logprobs - old_logprobs)
+    _check_like("old_logprobs", old_logprobs, logprobs)
+    _check_advantages(advantages, logprobs)
+    ratio = torch.exp(clamped_log_ratio(logprobs, old_logprobs))
     unclipped = ratio * advantages
     clipped_obj = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * advantages
     loss = -torch.minimum(unclipped, clipped_obj)
@@ -44,8 +75,12 @@ def clipped_surrogate(
 
 
 def sequence_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(N, 1) length-normalised sequence log importance ratio: mean over valid tokens of logp - old."""
-    return ((logprobs - old_logprobs) * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
+    """(N, 1) length-normalised sequence log importance ratio: mean over valid tokens of logp - old
+    (padding selected away, so a NaN there changes nothing)."""
+    _check_like("old_logprobs", old_logprobs, logprobs)
+    _check_like("mask", mask, logprobs)
+    per_token = torch.where(mask.bool(), logprobs - old_logprobs, 0)
+    return per_token.sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1)
 
 
 def gspo_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
@@ -57,6 +92,7 @@ def gspo_surrogate(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantage
     gradient s * grad logp_t, so per-token advantages are allowed, and with
     loss_agg=seq_mean_token_mean the gradient is exactly GSPO's
     mean_i s_i A_i (1/|y_i|) sum_t grad logp_t (for unclipped sequences)."""
+    _check_advantages(advantages, logprobs)
     token_log_ratio = sequence_log_ratio(logprobs, old_logprobs, mask).detach() + logprobs - logprobs.detach()
     return clipped_surrogate(token_log_ratio, torch.zeros_like(logprobs), advantages, clip_low, clip_high)
 
@@ -68,7 +104,9 @@ def cispo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: t
 
     Unlike PPO's clip, no token's gradient is dropped: a clipped token still contributes,
     with its weight capped. clip_low = 1 leaves the weight unbounded below (the paper's setting)."""
-    ratio = torch.exp(logprobs - old_logprobs).detach()
+    _check_like("old_logprobs", old_logprobs, logprobs)
+    _check_advantages(advantages, logprobs)
+    ratio = torch.exp(clamped_log_ratio(logprobs, old_logprobs)).detach()
     weight = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
     return -weight * advantages * logprobs, weight != ratio
 
@@ -76,6 +114,7 @@ def cispo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: t
 def policy_gradient_loss(logprobs: torch.Tensor, advantages: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Plain on-policy policy gradient (REINFORCE): loss = -A * logp. Valid only for the
     first gradient step on freshly sampled data (no importance ratio)."""
+    _check_advantages(advantages, logprobs)
     return -advantages * logprobs, torch.zeros_like(logprobs, dtype=torch.bool)
 
 
@@ -83,14 +122,16 @@ def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = 
     """Per-token estimate of KL(policy || reference) from tokens sampled from the policy
     (Schulman 2020, "Approximating KL Divergence"), with log r = ref - logp:
     k1 = -log r (unbiased, can be negative), k2 = (log r)^2 / 2 (biased, low variance),
-    k3 = r - 1 - log r (unbiased, always >= 0)."""
-    log_ratio = ref_logprobs - logprobs
+    k3 = r - 1 - log r (unbiased, always >= 0).
+    log r is clamped to +-LOG_RATIO_CLAMP first, for all three."""
+    _check_like("ref_logprobs", ref_logprobs, logprobs)
+    lr = clamped_log_ratio(ref_logprobs, logprobs)
     if kind == "k1":
-        return -log_ratio
+        return -lr
     if kind == "k2":
-        return 0.5 * log_ratio**2
+        return 0.5 * lr**2
     if kind == "k3":
-        return torch.exp(log_ratio) - log_ratio - 1.0
+        return torch.exp(lr) - lr - 1.0
     raise ValueError(f"unknown KL estimator {kind!r}; choose one of {KL_ESTIMATORS}")
 
 
@@ -103,8 +144,9 @@ def truncated_is_weights(trainer_logprobs: torch.Tensor, engine_logprobs: torch.
     """Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly
     brings you off-policy RL training"): the rollout engine samples from pi_engine while the
     trainer's pi_old differs (kernels, precision); each token's loss is weighted by
-    min(pi_old / pi_engine, cap), detached."""
-    return torch.clamp(torch.exp(trainer_logprobs - engine_logprobs), max=cap).detach()
+    min(pi_old / pi_engine, cap), detached (log-ratio clamped to +-LOG_RATIO_CLAMP first)."""
+    _check_like("engine_logprobs", engine_logprobs, trainer_logprobs)
+    return torch.clamp(torch.exp(clamped_log_ratio(trainer_logprobs, engine_logprobs)), max=cap).detach()
 
 
 def clipped_value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
@@ -142,8 +184,13 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, norm: LossNor
     seq_mean_token_mean per-sequence means, averaged over sequences (original GRPO): each
                         sequence weighs the same, so long sequences' tokens weigh less.
     constant            sum / (sequences * constant) (Dr. GRPO): no length normalisation,
-                        hence no length bias, at a fixed scale."""
-    masked = values * mask
+                        hence no length bias, at a fixed scale.
+    mask is 0/1; padding is selected away (torch.where), so a NaN or inf there changes
+    neither the value nor the gradient."""
+    if values.shape != mask.shape:
+        raise ValueError(f"values and mask must have the same shape, got values {tuple(values.shape)} "
+                         f"and mask {tuple(mask.shape)}")
+    masked = torch.where(mask.bool(), values, 0)
     if mode == "token_mean":
         return masked.sum() / max(norm.num_tokens, 1.0)
     if mode == "seq_mean_token_sum":

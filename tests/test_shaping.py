@@ -38,6 +38,16 @@ def test_outcome_token_rewards_sit_on_the_last_valid_token():
     assert tr.tolist() == [[0.0, 2.0, 0.0], [0.0, 0.0, -1.0], [0.0, 0.0, 0.0]]
 
 
+def test_outcome_token_rewards_keep_a_non_finite_reward_where_the_estimators_see_it():
+    mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    tr = outcome_token_rewards(torch.tensor([float("nan"), float("inf")]), mask)
+    # on the last valid token, for the estimators to skip the row; a row without tokens gets none
+    assert tr[0, 0] == 0 and tr[0, 1].isnan() and tr[0, 2] == 0
+    assert tr[1].tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"rewards must be \(N,\) = \(2,\) for a mask \(2, 3\), got \(2, 1\)"):
+        outcome_token_rewards(torch.zeros(2, 1), mask)
+
+
 def test_replay_priorities():
     torch.testing.assert_close(replay_priorities(torch.tensor([1.0, 3.0]), alpha=1.0), torch.tensor([0.25, 0.75]))
     torch.testing.assert_close(replay_priorities(torch.tensor([1.0, 3.0]), alpha=0.0), torch.tensor([0.5, 0.5]))

@@ -45,10 +45,15 @@ def dither_rewards(rewards: torch.Tensor, scale: float, kind: str = "gaussian",
 
 
 def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(N, T) per-token rewards with each sequence's reward on its last valid token, 0 elsewhere."""
+    """(N, T) per-token rewards with each sequence's reward on its last valid token, 0 elsewhere
+    (a row with no valid token gets none). A non-finite reward is kept as it is, on a valid
+    token, for the advantage estimators to recognise and skip."""
+    if rewards.shape != mask.shape[:1]:
+        raise ValueError(f"rewards must be (N,) = {tuple(mask.shape[:1])} for a mask {tuple(mask.shape)}, "
+                         f"got {tuple(rewards.shape)}")
     token_rewards = torch.zeros_like(mask, dtype=rewards.dtype)
     last = (mask.sum(dim=1).long() - 1).clamp(min=0)
-    token_rewards[torch.arange(len(rewards)), last] = rewards * (mask.sum(dim=1) > 0)
+    token_rewards[torch.arange(len(rewards)), last] = torch.where(mask.sum(dim=1) > 0, rewards, 0)
     return token_rewards
 
 

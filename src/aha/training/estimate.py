@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from aha.algorithms import (
+    finite_reward_mask,
     gae_advantages,
     grpo_advantages,
     kl_estimate,
@@ -25,13 +26,20 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
 
     Needs batch.ref_logprobs when the KL penalty goes into the reward, and batch.old_values
     for gae. Each sequence's reward sits on its last token; with kl_in=reward every token
-    also pays kl_coef * KL(sampling policy || reference) at that token."""
+    also pays kl_coef * KL(sampling policy || reference) at that token.
+
+    A non-finite reward (NaN, inf) reaches the estimators as it is: they give its row zero
+    advantage and leave it out of its group's statistics (and whitening leaves it at 0).
+    stats["reward/nonfinite"] counts those rows."""
     G = group_size
     mask = batch.rollouts.completion_mask
+    finite = finite_reward_mask(batch.rewards)
+    trusted = mask * finite.unsqueeze(1).to(mask.dtype)  # the tokens of rows whose reward is finite
     token_rewards = outcome_token_rewards(batch.rewards, mask)
-    stats = {}
+    stats = {"reward/nonfinite": int((~finite).sum())}
     if algo.kl_coef > 0 and algo.kl_in == "reward":
-        kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator) * mask
+        kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator)
+        kl = torch.where(mask.bool(), kl, 0)
         token_rewards = token_rewards - algo.kl_coef * kl
         stats["kl/ref"] = float(masked_mean(kl, mask))
     seq_rewards = token_rewards.sum(dim=1)
@@ -54,7 +62,7 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     else:
         raise ValueError(f"unknown advantage estimator {algo.advantage!r}")
     if algo.whiten_advantages:
-        advantages = masked_whiten(advantages, mask)
+        advantages = masked_whiten(advantages, trusted)
     batch.advantages = advantages
     stats["advantage/mean"] = float(masked_mean(advantages, mask))
     stats["advantage/abs_mean"] = float(masked_mean(advantages.abs(), mask))

@@ -2,6 +2,8 @@
 exact combinatorics and simulation."""
 
 import itertools
+import subprocess
+import sys
 from collections import Counter
 from fractions import Fraction
 from math import comb
@@ -139,3 +141,27 @@ def test_best_of_k_ranks_a_failed_score_last():
 def test_vote_answer_is_correct_when_any_sample_giving_it_was():
     # the scorer read more than the answer and disagreed between two "7"s: the order must not matter
     assert vote_at_k(["7", "7", "3"], [False, True, False], 3) == vote_at_k(["7", "7", "3"], [True, False, False], 3) == 1.0
+
+
+ESTIMATORS = ["best_of_k", "bootstrap_ci", "brier_score", "coverage", "expected_calibration_error", "ks_up_to",
+              "length_stats", "pass_at_k", "pass_at_k_table", "vote_at_k"]
+
+
+def test_estimators_are_exported_from_aha_eval():
+    import aha.eval
+    import aha.eval.estimators
+
+    for name in ESTIMATORS:
+        assert getattr(aha.eval, name) is getattr(aha.eval.estimators, name) and name in aha.eval.__all__
+    from aha.eval import pass_at_k as exported
+
+    assert exported(10, 3, 1) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("first", ["aha.eval", "aha.eval.estimators"])
+def test_aha_eval_imports_from_a_fresh_interpreter_in_any_order(first):
+    # an import cycle shows only in a fresh process, and only for some orders
+    code = f"import {first}\nfrom aha.eval import {', '.join(ESTIMATORS)}\nprint(pass_at_k(4, 2, 2))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == pytest.approx(1 - 1 / 6)  # 1 - C(2, 2) / C(4, 2)

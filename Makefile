@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-slow install clean browser
+.PHONY: demo test test-slow install clean browser sandbox
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,10 +34,15 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "note: could not install Debian's chromium (needs root); the report's browser test will be skipped"
 
-test: $(STAMP) browser
+# Debian's bubblewrap, the code sandbox's outer layer (code_tests refuses to run without it)
+sandbox:
+	@command -v bwrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+		|| echo "note: could not install Debian's bubblewrap (needs root); the code sandbox tests will be skipped"
+
+test: $(STAMP) browser sandbox
 	$(PY) -m pytest -q
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) sandbox
 	$(PY) -m pytest -q -m slow
 
 clean:

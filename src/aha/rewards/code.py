@@ -1,16 +1,19 @@
 """Code rewards: run a completion's program against unit tests in a sandbox.
 
-Each run is a fresh interpreter in its own process group and scratch folder, with a wall
-timeout enforced here (the whole group is killed) and everything else enforced by the
-child on itself before the candidate runs (aha/rewards/sandbox_runner.py: CPU, memory and
-output limits, a read-only file system outside the scratch folder, no network, no new
-processes, no reading the host outside the interpreter and system folders). Only tests the child reports as passed count, so a crash, a timeout or an
-early exit fails every test not yet reported.
+The program and the tests never share an interpreter. A harness process
+(aha/rewards/sandbox_harness.py) holds the tests and the expected values; the program runs
+in a separate process inside bubblewrap (aha/rewards/sandbox_runner.py): an empty root with
+the interpreter and /usr read-only, a size-limited /tmp, its own pid, IPC, network, UTS and
+cgroup namespaces, uid 65534 without capabilities, rlimits, Landlock and seccomp. They
+exchange plain data over pipes (aha/rewards/sandbox_codec.py), and every wait has a
+deadline kept by the harness. The parent here kills the harness and everything it started
+at `wall_s`. Only tests the harness reports as passed count.
 
-Tests (sample["tests"]) are either Python statements run in the program's namespace
-(MBPP/HumanEval style: "assert add(1, 2) == 3"), or {"input", "output"} pairs run as
-stdin -> stdout of the whole program (competitive-programming style). sample["setup"] is
-optional code run before the program (imports the tests need).
+Tests (sample["tests"]) are either Python statements (MBPP/HumanEval style:
+"assert add(1, 2) == 3", "def check(candidate): ...\ncheck(add)") that run in the harness
+on proxies of the program's functions, or {"input", "output"} pairs: the whole program runs
+on the input in a fresh sandbox and the harness compares its output. sample["setup"] is
+optional code run before the program and before each test (imports both need).
 """
 
 from __future__ import annotations
@@ -18,32 +21,30 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RUNNER = Path(__file__).with_name("sandbox_runner.py")
+HARNESS = Path(__file__).with_name("sandbox_harness.py")
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 class SandboxError(RuntimeError):
-    """The sandbox could not be set up as asked (a missing kernel feature, bad tests)."""
+    """The sandbox could not be set up as asked (a missing kernel feature or tool, bad tests)."""
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    wall_s: float = 10.0  # whole run, killed from outside
-    test_s: float = 2.0  # each test, interrupted from inside
-    cpu_s: int = 10  # CPU seconds (RLIMIT_CPU)
-    memory_mb: int = 1024  # address space (RLIMIT_AS)
-    output_kb: int = 1024  # any file the program writes, its stdout/stderr included (RLIMIT_FSIZE)
-    extra_read: tuple[str, ...] = ()  # folders the program may read besides the interpreter's and the system's
-    allow_weaker: bool = False  # run even where Landlock or seccomp is missing (not confined!)
+    wall_s: float = 10.0  # everything (all tests, start-ups included), killed from outside
+    test_s: float = 2.0  # each test, kept by the harness
+    cpu_s: int = 10  # CPU seconds of one program process (RLIMIT_CPU)
+    memory_mb: int = 1024  # address space of one program process (RLIMIT_AS)
+    output_kb: int = 1024  # stdout of a stdin/stdout test, and any one file the program writes (RLIMIT_FSIZE)
+    disk_mb: int = 64  # all files the program writes together (the size of its /tmp)
+    extra_read: tuple[str, ...] = ()  # host folders bound read-only into the sandbox (e.g. data the program reads)
+    allow_weaker: bool = False  # run even where Landlock or seccomp is missing (bubblewrap is always required)
 
 
 @dataclass
@@ -51,10 +52,10 @@ class SandboxResult:
     passed: int
     total: int
     timed_out: bool  # the wall timeout killed the run
-    exit_code: int | None
+    exit_code: int | None  # the harness's
     errors: dict[int, str] = field(default_factory=dict)  # test index -> why it failed
-    stdout: str = ""
-    stderr: str = ""
+    stdout: str = ""  # the harness's own output (its report), for debugging
+    stderr: str = ""  # the tail of what the program wrote to stderr (and, for statement tests, stdout)
     missing: list[str] = field(default_factory=list)  # confinement layers this machine lacks
 
     @property
@@ -68,97 +69,111 @@ def extract_code(completion: str) -> str:
     return blocks[-1] if blocks else completion
 
 
-def _read_tail(path: Path, limit: int = 4000) -> str:
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - limit))
-        return f.read().decode("utf-8", "replace")
+def _check_tests(tests) -> None:
+    if not isinstance(tests, list) or not tests:
+        raise SandboxError("tests must be a non-empty list of Python statements or {input, output} pairs")
+    for i, test in enumerate(tests):
+        if isinstance(test, dict):
+            if set(test) != {"input", "output"}:
+                raise SandboxError(f"tests[{i}]: a stdin/stdout test has exactly the keys 'input' and 'output'")
+        elif not isinstance(test, str):
+            raise SandboxError(f"tests[{i}]: a test is a Python statement (str) or an {{input, output}} dict")
+        else:
+            try:
+                compile(test, f"tests[{i}]", "exec")
+            except SyntaxError as err:
+                raise SandboxError(f"tests[{i}] is not valid Python: {err.msg} (line {err.lineno})") from None
+
+
+def _check_extra_read(paths) -> list[str]:
+    """The folders as real paths; each must exist and be readable by everyone, since the
+    program runs as uid 65534 (nobody)."""
+    real = []
+    for path in paths:
+        full = os.path.realpath(path)
+        if not os.path.isdir(full):
+            raise SandboxError(f"extra_read: {path} is not a folder")
+        if os.stat(full).st_mode & 0o005 != 0o005:
+            raise SandboxError(f"extra_read: {path} is not readable by other users (the program runs as nobody): "
+                               f"chmod o+rx it, or bind a readable copy")
+        real.append(full)
+    return real
 
 
 def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Run `code` against `tests` in a confined child process; never raises for anything the
-    program does (crash, hang, fork bomb, socket, writes outside its folder)."""
-    if not isinstance(tests, list) or not tests:
-        raise SandboxError("tests must be a non-empty list of Python statements or {input, output} pairs")
-    nonce = secrets.token_hex(16)
-    private = Path(tempfile.mkdtemp(prefix="aha-sandbox-io-"))  # the child's outputs; it cannot write here by path
-    scratch = Path(tempfile.mkdtemp(prefix="aha-sandbox-"))
+    """Run `code` against `tests` (program and tests in separate processes, the program in a
+    sandbox); never raises for anything the program does (crash, hang, fork bomb, socket,
+    writes outside its folder, patching its own interpreter)."""
+    _check_tests(tests)
+    job = {"code": code, "tests": tests, "setup": setup, "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
+           "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
+           "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
+           "extra_read": _check_extra_read(limits.extra_read)}
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    proc = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
+    timed_out = False
     try:
-        report_path = private / "report.jsonl"
-        job = {"code": code, "tests": tests, "setup": setup, "scratch": str(scratch), "nonce": nonce,
-               "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_mb << 20,
-               "output_bytes": limits.output_kb << 10, "allow_weaker": limits.allow_weaker,
-               "extra_read": list(limits.extra_read)}
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8"}
-        with open(report_path, "w") as report, open(private / "stdout", "w") as out, open(private / "stderr", "w") as err:
-            job["report_fd"] = report.fileno()
-            proc = subprocess.Popen([sys.executable, "-I", "-B", str(RUNNER)], stdin=subprocess.PIPE, stdout=out,
-                                    stderr=err, pass_fds=(report.fileno(),), cwd=scratch, env=env,
-                                    start_new_session=True)
-        timed_out = False
-        try:
-            proc.communicate(json.dumps(job).encode(), timeout=limits.wall_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            try:  # the whole group: nothing the program started may outlive it
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-        return _parse(report_path, private, nonce, len(tests), timed_out, proc.returncode)
+        out, err = proc.communicate(json.dumps(job).encode(), timeout=limits.wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        shutil.rmtree(private, ignore_errors=True)
+        try:  # the harness and every sandbox it started (bubblewrap dies with its parent)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if timed_out:
+        out, err = proc.communicate()
+    return _parse(out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), len(tests), timed_out,
+                  proc.returncode)
 
 
-def _parse(report_path: Path, private: Path, nonce: str, total: int, timed_out: bool, exit_code: int) -> SandboxResult:
-    result = SandboxResult(0, total, timed_out, None if timed_out else exit_code,
-                           stdout=_read_tail(private / "stdout"), stderr=_read_tail(private / "stderr"))
-    confined, missing = False, []
+def _parse(out: str, err: str, total: int, timed_out: bool, exit_code: int) -> SandboxResult:
+    result = SandboxResult(0, total, timed_out, None if timed_out else exit_code, stdout=out[-4000:])
     passed: set[int] = set()
-    with open(report_path, encoding="utf-8", errors="replace") as f:
-        for line in f.read(1 << 20).splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(record, dict) or record.get("nonce") != nonce:
-                continue  # only the runner knows the nonce
-            if "confined" in record:
-                confined, missing = True, list(record["missing"])
-                if missing and exit_code == 3:
-                    raise SandboxError("the code sandbox cannot confine programs on this machine: "
-                                       + "; ".join(record["missing"])
-                                       + " (Linux with Landlock and seccomp is required; allow_weaker=True runs unconfined)")
-            elif confined and isinstance(record.get("test"), int) and 0 <= record["test"] < total:
-                if record.get("ok"):
-                    passed.add(record["test"])
-                else:
-                    result.errors[record["test"]] = str(record.get("error"))
-    result.missing = missing
-    if not confined and not timed_out:
-        raise SandboxError(f"the sandbox runner failed before confining (exit {exit_code}): {result.stderr[-1000:]}")
+    for line in out.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "fatal" in record:
+            raise SandboxError(record["fatal"])
+        if "missing" in record:
+            result.missing = list(record["missing"])
+        elif "log" in record:
+            result.stderr = record["log"]
+        elif isinstance(record.get("test"), int) and 0 <= record["test"] < total:
+            if record["ok"]:
+                passed.add(record["test"])
+            else:
+                result.errors[record["test"]] = str(record["error"])
+    if not timed_out and exit_code != 0:
+        raise SandboxError(f"the sandbox harness failed (exit {exit_code}): {err[-1500:]}")
     result.passed = len(passed)
     for i in range(total):
         if i not in passed and i not in result.errors:
-            result.errors[i] = "timed out" if timed_out else f"not run (the program exited with {exit_code})"
+            result.errors[i] = "timed out" if timed_out else "not run"
     return result
 
 
 def sandbox_support() -> list[str]:
-    """The confinement layers this machine cannot apply (empty: fully confined)."""
-    return run_python("", ["pass"], limits=SandboxLimits(allow_weaker=True)).missing
+    """The confinement layers this machine cannot apply (empty: fully confined), or why the
+    sandbox cannot start at all (e.g. bubblewrap is not installed)."""
+    try:
+        return run_python("", ["pass"], limits=SandboxLimits(allow_weaker=True)).missing
+    except SandboxError as err:
+        return [str(err)]
 
 
 def code_tests(completion: str, sample: dict, partial_credit: bool = True, wall_s: float = 10.0,
                test_s: float = 2.0, cpu_s: int = 10, memory_mb: int = 1024, output_kb: int = 1024,
-               extra_read: list[str] | tuple[str, ...] = ()) -> float:
+               disk_mb: int = 64, extra_read: list[str] | tuple[str, ...] = ()) -> float:
     """The fraction of sample["tests"] the completion's program passes in the sandbox (or 1/0
     with partial_credit=False). A program that crashes, hangs or breaks the rules scores 0
     for the tests it did not pass."""
     if "tests" not in sample:
         raise SandboxError(f"sample {sample.get('id', '?')} has no 'tests' field for code_tests")
     limits = SandboxLimits(wall_s=wall_s, test_s=test_s, cpu_s=cpu_s, memory_mb=memory_mb, output_kb=output_kb,
-                           extra_read=tuple(extra_read))
+                           disk_mb=disk_mb, extra_read=tuple(extra_read))
     result = run_python(extract_code(completion), sample["tests"], sample.get("setup", ""), limits)
     return result.fraction if partial_credit else float(result.passed == result.total)

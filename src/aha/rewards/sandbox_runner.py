@@ -1,33 +1,38 @@
-"""The child side of the code sandbox. Run as a script (`python -I -B sandbox_runner.py`), it
-reads one job as JSON on stdin, confines its own process, then runs the candidate program
-against the tests and reports each passed test on an inherited file descriptor.
+"""The candidate's side of the code sandbox, started by the harness inside bubblewrap as
+`python -I -B /aha/sandbox_runner.py IN_FD OUT_FD`. It reads its job from IN_FD, confines
+itself, then either
+  - "main": runs the program as __main__ on its real stdin/stdout (stdin/stdout tests), or
+  - "serve": runs the program once, tells the harness its top-level names, then answers
+    calls (function name, arguments as literals) with return values as literals.
+It never sees a test or an expected value, so there is nothing here for a program to
+patch, forge or read: whatever it sends back is plain data that the harness judges.
 
-It imports only the standard library and confines itself before any candidate code runs:
-  1. resource limits: CPU seconds, address space, file size (bounds all output), open files;
-  2. Landlock (Linux >= 5.13): the scratch folder is the only place it may write; it may
-     read only the interpreter and its packages, the system folders (/usr, /lib, /etc,
-     /dev, /proc, /sys) and the scratch folder, not the rest of the host (the task's data,
-     its tests, home folders); TCP bind/connect are denied (ABI >= 4); signals and abstract
-     UNIX sockets cannot reach outside the sandbox (ABI >= 6);
-  3. when started as root, drop every capability and lock root out of regaining them
-     (securebits), so uid 0 in the sandbox is an ordinary owner that Landlock confines;
-  4. a seccomp filter: no sockets of any family, no new processes (fork, vfork, clone
-     without CLONE_THREAD; clone3 reports ENOSYS so threads fall back to clone), no
-     ptrace, io_uring, unshare or setns.
-A layer the kernel lacks is reported back; the parent refuses to run unless told to
-accept a weaker sandbox. Not a defence against kernel exploits: run untrusted code of
-real adversaries in a VM.
+Confinement inside the namespaces bubblewrap made (standard library only):
+  1. rlimits: CPU seconds, address space, file size, open files, no core dumps;
+  2. a fresh, empty session keyring, then (when started as root) every uid and gid set to
+     65534, which clears all capabilities; no_new_privs;
+  3. Landlock (Linux >= 5.13): writes only in /tmp (a size-limited tmpfs) and /dev/null,
+     reads only the interpreter, /usr, /aha, /dev, /proc and `extra_read`; no TCP
+     (ABI >= 4); signals and abstract UNIX sockets scoped (ABI >= 6);
+  4. seccomp: no sockets, no new processes (threads allowed), no ptrace, io_uring,
+     namespaces, keyrings, userfaultfd, perf events, bpf, inotify.
+A layer the kernel lacks is reported; the harness refuses to go on unless told to.
 """
 
 import ctypes
-import io
 import json
 import os
 import platform
 import resource
-import signal
 import struct
 import sys
+import traceback
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sandbox_codec import decode, encode  # noqa: E402
+
+NOBODY = 65534
 
 # ---- Landlock (include/uapi/linux/landlock.h); syscall numbers are the same on all arches
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -45,14 +50,19 @@ RET_ALLOW, RET_KILL_PROCESS = 0x7FFF0000, 0x80000000
 EPERM, EAGAIN, EACCES, ENOSYS = 1, 11, 13, 38
 CLONE_THREAD = 0x00010000
 SYSCALLS = {  # arch -> (audit arch, {name: number})
-    "x86_64": (0xC000003E, {"socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "ptrace": 101,
-                            "unshare": 272, "setns": 308, "io_uring_setup": 425, "clone3": 435}),
-    "aarch64": (0xC00000B7, {"socket": 198, "socketpair": 199, "clone": 220, "ptrace": 117, "unshare": 97,
-                             "setns": 268, "io_uring_setup": 425, "clone3": 435}),
+    "x86_64": (0xC000003E, {
+        "socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248,
+        "request_key": 249, "keyctl": 250, "inotify_init": 253, "unshare": 272, "inotify_init1": 294,
+        "perf_event_open": 298, "fanotify_init": 300, "setns": 308, "process_vm_readv": 310,
+        "process_vm_writev": 311, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone3": 435}),
+    "aarch64": (0xC00000B7, {
+        "socket": 198, "socketpair": 199, "clone": 220, "ptrace": 117, "add_key": 217, "request_key": 218,
+        "keyctl": 219, "inotify_init1": 26, "unshare": 97, "perf_event_open": 241, "fanotify_init": 262,
+        "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "bpf": 280, "userfaultfd": 282,
+        "io_uring_setup": 425, "clone3": 435}),
 }
-PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
-SECBITS_LOCKED_NOROOT = 0x2F  # NOROOT, NO_SETUID_FIXUP and KEEP_CAPS off, all locked
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
+KEYCTL_JOIN_SESSION_KEYRING = 1
+PR_CAPBSET_DROP = 24
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -85,17 +95,28 @@ def set_limits(job: dict) -> None:
         resource.setrlimit(which, value)
 
 
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc", "/sys")
+def drop_privileges() -> str | None:
+    """A new empty session keyring (the one inherited from the host is no longer reachable),
+    then uid/gid 65534 everywhere, which clears every capability."""
+    arch = SYSCALLS.get(platform.machine())
+    if arch is not None and libc.syscall(ctypes.c_long(arch[1]["keyctl"]), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING),
+                                         None) < 0 and os.geteuid() == 0:
+        return f"new session keyring: {os.strerror(ctypes.get_errno())}"
+    if os.geteuid() == 0:
+        for cap in range(64):  # the bounding set too, so no exec can ever regain one
+            _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        return "still root after dropping privileges"
+    return None
 
 
-def readable_roots(extra: list[str]) -> list[str]:
-    """The folders the candidate may read: the interpreter, its packages, the system."""
-    roots = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), *sys.path, *SYSTEM_READ, *extra]
-    return sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)})
+READABLE = ("/usr", "/aha", "/dev", "/proc")
 
 
-def landlock(scratch: str, extra_read: list[str]) -> str | None:
+def landlock(extra_read: list[str]) -> str | None:
     """Restrict this process; returns None, or why Landlock is not available."""
     try:
         abi = _syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0, LANDLOCK_CREATE_RULESET_VERSION)
@@ -104,13 +125,14 @@ def landlock(scratch: str, extra_read: list[str]) -> str | None:
     fs = FS_BITS_BY_ABI[max(k for k in FS_BITS_BY_ABI if k <= abi)]
     net = NET_BIND_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_AND_SIGNAL if abi >= 6 else 0
-    handled = fs
-    attr = struct.pack("QQQ", handled, net, scoped)
+    attr = struct.pack("QQQ", fs, net, scoped)
     attr_size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr[:attr_size]), attr_size, 0)
+    roots = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), *sys.path, *READABLE,
+             *extra_read]
     try:
-        rules = [(root, FS_READ) for root in readable_roots(extra_read)]
-        rules += [(scratch, handled), ("/dev/null", handled & FILE_RIGHTS)]
+        rules = [(root, FS_READ) for root in sorted({os.path.realpath(r) for r in roots if r and os.path.isdir(r)})]
+        rules += [("/tmp", fs), ("/dev/null", fs & FILE_RIGHTS)]
         for path, rights in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
@@ -124,25 +146,11 @@ def landlock(scratch: str, extra_read: list[str]) -> str | None:
     return None
 
 
-def drop_capabilities() -> str | None:
-    """Root keeps its uid (the interpreter's files may sit under a private /root) but loses
-    every capability, now and across execve."""
-    if os.geteuid() != 0:
-        return None
-    if _prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) != 0:
-        return f"securebits: {os.strerror(ctypes.get_errno())}"
-    for cap in range(64):
-        _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
-    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = struct.pack("Ii", LINUX_CAPABILITY_VERSION_3, 0)
-    data = bytes(24)  # two {effective, permitted, inheritable} words, all zero
-    if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
-        return f"capset: {os.strerror(ctypes.get_errno())}"
-    return None
-
-
 def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+DENIED = {"socket": EACCES, "socketpair": EACCES, "fork": EAGAIN, "vfork": EAGAIN, "clone3": ENOSYS}
 
 
 def seccomp() -> str | None:
@@ -158,11 +166,9 @@ def seccomp() -> str | None:
     prog = [_bpf(ld, 0, 0, 4), _bpf(jeq, 1, 0, audit_arch), _bpf(ret, 0, 0, RET_KILL_PROCESS), _bpf(ld, 0, 0, 0)]
     if platform.machine() == "x86_64":  # x32 syscalls share the arch value: refuse them all
         prog += [_bpf(jge, 0, 1, 0x40000000), _bpf(ret, 0, 0, errno(EPERM))]
-    denied = {"socket": EACCES, "socketpair": EACCES, "fork": EAGAIN, "vfork": EAGAIN, "ptrace": EPERM,
-              "unshare": EPERM, "setns": EPERM, "io_uring_setup": EPERM, "clone3": ENOSYS}
-    for name, e in denied.items():
-        if name in nr:
-            prog += [_bpf(jeq, 0, 1, nr[name]), _bpf(ret, 0, 0, errno(e))]
+    for name, number in nr.items():
+        if name != "clone":
+            prog += [_bpf(jeq, 0, 1, number), _bpf(ret, 0, 0, errno(DENIED.get(name, EPERM)))]
     # clone: threads (CLONE_THREAD in the flags, args[0]) yes, processes no
     prog += [_bpf(jeq, 0, 4, nr["clone"]), _bpf(ld, 0, 0, 16), _bpf(jset, 0, 1, CLONE_THREAD),
              _bpf(ret, 0, 0, RET_ALLOW), _bpf(ret, 0, 0, errno(EAGAIN)), _bpf(ret, 0, 0, RET_ALLOW)]
@@ -176,93 +182,85 @@ def seccomp() -> str | None:
 def confine(job: dict) -> list[str]:
     """Apply every layer; returns the ones that could not be applied."""
     set_limits(job)
+    dropped = drop_privileges()
     if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return [f"no_new_privs: {os.strerror(ctypes.get_errno())}"]
-    return [m for m in (landlock(job["scratch"], job.get("extra_read", [])), drop_capabilities(), seccomp()) if m]
+    return [m for m in (dropped, landlock(job.get("extra_read", [])), seccomp()) if m]
 
 
-# ---- running the tests
+# ---- serving the harness
 
-class TestTimeout(BaseException):
-    """A test ran past its time; BaseException so `except Exception` in the candidate cannot swallow it."""
-
-
-class BoundedOutput(io.StringIO):
-    def __init__(self, limit: int):
-        super().__init__()
-        self.limit = limit
-
-    def write(self, text: str) -> int:
-        if self.tell() + len(text) > self.limit:
-            raise OSError("output limit exceeded")
-        return super().write(text)
+def _send(out, message: dict) -> None:
+    out.write(json.dumps(message) + "\n")
+    out.flush()
 
 
-def _alarm(_signum, _frame):
-    raise TestTimeout()
+def _failure(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err)[:300]}"
 
 
-def _normalise(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.strip().splitlines()]
-    return lines
+def names_of(namespace: dict) -> dict:
+    """What the tests may use: callables (as "callable") and plain-data values (as literals)."""
+    names = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__") or isinstance(value, types.ModuleType):
+            continue
+        if callable(value):
+            names[name] = {"callable": True}
+        else:
+            try:
+                names[name] = {"value": encode(value)}
+            except Exception:  # noqa: BLE001 - a value that is not plain data is simply not offered
+                continue
+    return names
 
 
-def run_io_test(code: str, test: dict, output_limit: int) -> str | None:
-    """Run the program as __main__ with the test's stdin; None if its stdout matches."""
-    stdin, stdout = sys.stdin, sys.stdout
-    sys.stdin, sys.stdout = io.StringIO(str(test["input"])), BoundedOutput(output_limit)
-    try:
-        exec(compile(code, "solution.py", "exec"), {"__name__": "__main__"})
-        got = sys.stdout.getvalue()
-    finally:
-        sys.stdin, sys.stdout = stdin, stdout
-    if _normalise(got) != _normalise(str(test["output"])):
-        return f"wrong output: {got[:200]!r}"
-    return None
+def _result(value):
+    if isinstance(value, types.GeneratorType):  # `list(f())` in a test must still work
+        value = list(value)
+    return encode(value)
 
 
-def run_tests(job: dict, report) -> None:
-    code, tests, limit = job["code"], job["tests"], job["test_timeout_s"]
-    signal.signal(signal.SIGALRM, _alarm)
+def serve(job: dict, requests, out) -> None:
     namespace: dict = {"__name__": "solution"}
-    defined = None  # for assert-style tests the program runs once, then each test in its namespace
-    for i, test in enumerate(tests):
-        signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        exec(compile(job.get("setup", "") + "\n" + job["code"], "solution.py", "exec"), namespace)
+    except BaseException as err:  # noqa: BLE001 - the harness reports it as the reason every test failed
+        _send(out, {"ready": False, "error": _failure(err)})
+        return
+    _send(out, {"ready": True, "names": names_of(namespace)})
+    for line in requests:
+        call = json.loads(line)
         try:
-            if isinstance(test, dict):
-                error = run_io_test(code, test, job["output_bytes"])
-            else:
-                if defined is None:
-                    defined = False
-                    exec(compile(job.get("setup", "") + "\n" + code, "solution.py", "exec"), namespace)
-                    defined = True
-                if not defined:
-                    raise RuntimeError("the program failed before the tests")
-                exec(compile(test, f"test_{i}", "exec"), namespace)
-                error = None
-        except TestTimeout:
-            error = f"timed out after {limit} s"
-        except BaseException as err:  # noqa: BLE001 - any failure of the candidate fails the test
-            error = f"{type(err).__name__}: {str(err)[:200]}"
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        report({"test": i, "ok": error is None, "error": error})
+            function = namespace[call["name"]]
+            value = function(*decode(call["args"]), **decode(call["kwargs"]))
+            reply = {"value": _result(value)}
+        except BaseException as err:  # noqa: BLE001
+            reply = {"raised": type(err).__name__, "message": str(err)[:300]}
+        _send(out, reply)
 
 
 def main() -> None:
-    job = json.loads(sys.stdin.read())
-    nonce, fd = job.pop("nonce"), job.pop("report_fd")
-    out = os.fdopen(fd, "w", buffering=1)
-
-    def report(record: dict) -> None:
-        out.write(json.dumps({"nonce": nonce, **record}) + "\n")
-
-    os.chdir(job["scratch"])
+    in_fd, out_fd = int(sys.argv[1]), int(sys.argv[2])
+    requests, out = os.fdopen(in_fd, "r"), os.fdopen(out_fd, "w")
+    job = json.loads(requests.readline())
     missing = confine(job)
-    report({"confined": not missing, "missing": missing, "uid": os.getuid()})
+    _send(out, {"confined": not missing, "missing": missing})
     if missing and not job["allow_weaker"]:
         sys.exit(3)
-    run_tests(job, report)
+    if job["mode"] == "serve":
+        serve(job, requests, out)
+        return
+    requests.close()
+    out.close()
+    sys.argv = ["solution.py"]
+    try:
+        exec(compile(job["code"], "solution.py", "exec"), {"__name__": "__main__"})
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: BLE001 - like `python solution.py`: a traceback and exit status 1
+        traceback.print_exc()
+        sys.exit(1)
 
 
 if __name__ == "__main__":

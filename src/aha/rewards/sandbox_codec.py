@@ -1,0 +1,86 @@
+"""Plain data across the sandbox's pipe: values are written as Python literals and read back
+by a strict decoder that builds only builtin values (ints, floats with inf and nan, complex,
+str, bytes, bool, None, tuples, lists, dicts, sets, frozensets). Nothing the candidate sends
+can run code or lie about equality on the harness side: the harness compares its own objects.
+
+Standard library only: the sandbox runner imports this file inside the sandbox.
+"""
+
+import ast
+import math
+
+MAX_LITERAL = 4 << 20  # characters; a longer value is refused, not parsed
+
+
+class CodecError(ValueError):
+    """A value that cannot cross the pipe as plain data."""
+
+
+def encode(value, depth: int = 0) -> str:
+    """A literal for `value`, built from the builtin types only (exact types, so a subclass
+    with its own __eq__ or __repr__ is refused rather than trusted)."""
+    if depth > 100:
+        raise CodecError("nested more than 100 levels")
+    kind = type(value)
+    if value is None or kind in (bool, int, str, bytes):
+        return repr(value)
+    if kind is float:
+        return repr(value) if math.isfinite(value) else ("nan" if value != value else "inf" if value > 0 else "-inf")
+    if kind is complex:
+        return f"complex({encode(value.real, depth + 1)}, {encode(value.imag, depth + 1)})"
+    if kind in (list, tuple, set, frozenset):
+        items = [encode(item, depth + 1) for item in value]
+        if kind is list:
+            return "[" + ", ".join(items) + "]"
+        if kind is tuple:
+            return "(" + "".join(item + ", " for item in items) + ")"
+        return f"{kind.__name__}([" + ", ".join(items) + "])"
+    if kind is dict:
+        return "{" + ", ".join(f"{encode(k, depth + 1)}: {encode(v, depth + 1)}" for k, v in value.items()) + "}"
+    raise CodecError(f"a {kind.__name__} cannot be sent as plain data")
+
+
+_NAMES = {"inf": math.inf, "nan": math.nan}
+_CONTAINERS = {"set": set, "frozenset": frozenset}
+
+
+def decode(text: str):
+    """The value of a literal written by `encode`; CodecError for anything else."""
+    if not isinstance(text, str) or len(text) > MAX_LITERAL:
+        raise CodecError("not a literal of at most %d characters" % MAX_LITERAL)
+    try:
+        tree = ast.parse(text, mode="eval").body
+        return _build(tree)
+    except CodecError:
+        raise
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError) as err:
+        raise CodecError(f"not a plain literal: {type(err).__name__}") from None
+
+
+def _build(node):
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float, complex, str, bytes, bool, type(None)):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = _build(node.operand)
+        if type(operand) not in (int, float, complex):
+            raise CodecError("a sign on a non-number")
+        return -operand if isinstance(node.op, ast.USub) else +operand
+    if isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    if isinstance(node, ast.Tuple):
+        return tuple(_build(item) for item in node.elts)
+    if isinstance(node, ast.List):
+        return [_build(item) for item in node.elts]
+    if isinstance(node, ast.Set):
+        return {_build(item) for item in node.elts}
+    if isinstance(node, ast.Dict):
+        if any(key is None for key in node.keys):
+            raise CodecError("** in a dict literal")
+        return {_build(k): _build(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        args = [_build(arg) for arg in node.args]
+        if node.func.id in _CONTAINERS and len(args) <= 1 and all(type(a) in (list, tuple) for a in args):
+            return _CONTAINERS[node.func.id](*args)
+        if node.func.id == "complex" and len(args) == 2 and all(type(a) is float for a in args):
+            return complex(*args)
+    raise CodecError(f"{type(node).__name__} is not plain data")

@@ -144,26 +144,30 @@ def _eval(config, checkpoint: str | None, output: str | None) -> None:
     from pathlib import Path
 
     from aha.eval import evaluate
+    from aha.eval.scoring import build_scorer, held_out_name
     from aha.models import load
-    from aha.rewards import resolve_function
     from aha.rollout import HFEngine
     from aha.tasks import build_task
     from aha.training.checkpoint import load_weights
     from aha.training.precision import resolve_dtype
 
     task = build_task(config.task, config.base_dir)
-    scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
-    loaded = load(config.model, seed=config.seed)
-    if checkpoint:
-        load_weights(loaded.model, Path(checkpoint))
-    ro = config.rollout
-    engine = HFEngine(loaded.model, loaded.tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size,
-                      resolve_dtype(config.train.dtype))
-    result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
+    scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
+    try:
+        loaded = load(config.model, seed=config.seed)
+        if checkpoint:
+            load_weights(loaded.model, Path(checkpoint))
+        ro = config.rollout
+        engine = HFEngine(loaded.model, loaded.tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size,
+                          resolve_dtype(config.train.dtype))
+        result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
+    finally:
+        scorer.close()
     if output:
         Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
     source = checkpoint or loaded.name
-    print(f"{source} on {task.name}: held-out greedy accuracy {result.accuracy:.1%} ({result.n} problems)")
+    print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
+          f"({result.n} problems; right: {scorer.describe})")
 
 
 def _audit(config, args) -> None:

@@ -162,7 +162,16 @@ class EvalConfig(Strict):
     every: int = Field(0, ge=0, description="also every N steps; 0 = never")
     limit: int | None = Field(None, description="evaluate only the first N held-out samples")
     max_new_tokens: int | None = Field(None, description="default: rollout.max_new_tokens")
-    scorer: str = Field("aha.rewards:numeric_answer", description="accuracy = mean of this fn over held-out samples")
+    scorer: str = Field(
+        "reward", description="what counts as right on a held-out sample: 'reward' (the run's reward list: right when "
+        "the total >= correct_threshold), 'reward.<name>' (one component of it, unweighted; <name>/<key> for one part "
+        "of a dict-valued reward), or a function (a built-in name like numeric_answer, module:function or "
+        "file.py:function) whose value, averaged, is the accuracy. A sample it cannot score (raises, None, NaN) "
+        "stops the evaluation with an error naming it")
+    correct_threshold: float = Field(
+        1.0, description="with scorer reward / reward.<name>: the value that counts as right. 1.0 = one full "
+        "correctness point, so a 0/1 verifier plus a format bonus below 1 counts only right answers; with a negative "
+        "term (length penalty) or another scale, lower it or name the verifier with reward.<name>")
     rank_by: list[RewardSpec] = Field(default_factory=list, description="with aha eval --samples: rewards (a reward model, a judge, a verifier) that each score every sample; each adds a best-of-k and a weighted-voting curve named after it")
 
 

@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 from tqdm.auto import tqdm
 
+from aha.eval.scoring import Scorer
 from aha.tasks import Task, encode_prompts
 
 
 @dataclass
 class EvalResult:
-    accuracy: float  # mean scorer value over the evaluated samples
+    accuracy: float  # mean score over the evaluated samples (1.0 right, 0.0 wrong for a reward scorer)
     n: int
     samples: list[dict]  # {id, prompt, answer, completion, score}
 
 
-def evaluate(engine, task: Task, scorer: Callable[[str, dict], float], limit: int | None = None,
-             max_new_tokens: int | None = None, desc: str = "eval") -> EvalResult:
+def evaluate(engine, task: Task, scorer: Scorer, limit: int | None = None, max_new_tokens: int | None = None,
+             desc: str = "eval") -> EvalResult:
+    """Every held-out sample is scored, or a ScorerError names the one that could not be."""
     samples = task.eval[:limit] if limit else task.eval
     prompts = encode_prompts(engine.tokenizer, task, samples)
     records = []
-    bar = tqdm(total=len(samples), desc=desc, unit="problem", leave=False)
-    for start in range(0, len(samples), engine.batch_size):
-        chunk = samples[start:start + engine.batch_size]
-        rollouts = engine.generate(prompts[start:start + len(chunk)], greedy=True, max_new_tokens=max_new_tokens)
-        for sample, text in zip(chunk, rollouts.texts):
-            records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
-                            "completion": text, "score": float(scorer(text, sample))})
-        bar.update(len(chunk))
-    bar.close()
+    with tqdm(total=len(samples), desc=desc, unit="problem", leave=False) as bar:
+        for start in range(0, len(samples), engine.batch_size):
+            chunk = samples[start:start + engine.batch_size]
+            rollouts = engine.generate(prompts[start:start + len(chunk)], greedy=True, max_new_tokens=max_new_tokens)
+            for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk)):
+                records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
+                                "completion": text, "score": score})
+            bar.update(len(chunk))
     accuracy = sum(r["score"] for r in records) / max(len(records), 1)
     return EvalResult(accuracy, len(records), records)

@@ -14,11 +14,10 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
 import torch
 from tqdm.auto import tqdm
 
+from aha.eval.scoring import Scorer
 from aha.jsonl import read_jsonl
 from aha.rewards.extract import final_answer
 from aha.rewards.verifiers import extract_answer
@@ -80,11 +79,12 @@ class SampleCache:
             handle.flush()
 
 
-def draw_samples(engine, task: Task, problems: list[dict], scorer: Callable[[str, dict], float], n: int,
+def draw_samples(engine, task: Task, problems: list[dict], scorer: Scorer, n: int,
                  cache: SampleCache, seed: int = 0, desc: str = "sample",
                  have: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
     """Make sure the cache holds n samples of every problem; returns them by problem id.
-    `have` is cache.load() when the caller has already read it."""
+    `have` is cache.load() when the caller has already read it. A sample the scorer cannot
+    score stops it with a ScorerError; the chunks already appended stay in the cache."""
     have = cache.load() if have is None else have
     missing = [(p, n - len(have.get(p["id"], []))) for p in problems if len(have.get(p["id"], [])) < n]
     bar = tqdm(total=len(problems) * n, initial=len(problems) * n - sum(m for _, m in missing), desc=desc, unit="sample")
@@ -96,14 +96,15 @@ def draw_samples(engine, task: Task, problems: list[dict], scorer: Callable[[str
         torch.manual_seed(seed * 1_000_003 + sum(len(have.get(p["id"], [])) for p, _ in chunk) + start)
         rollouts = engine.generate(encode_prompts(engine.tokenizer, task, [p for p, _ in chunk]), group_size=group)
         lengths, logprobs = rollouts.lengths(), rollouts.sampling_logprobs.sum(dim=1)
+        # the chunk's group size fits its neediest problem; keep what each lacks
+        rows = [(row, chunk[p][0]) for row, p in enumerate(rollouts.prompt_index.tolist())
+                if row - p * group < chunk[p][1]]
+        scores = scorer.score([rollouts.texts[row] for row, _ in rows], [problem for _, problem in rows])
         records = []
-        for row, (problem_index, text) in enumerate(zip(rollouts.prompt_index.tolist(), rollouts.texts)):
-            problem, needed = chunk[problem_index]
-            if row - problem_index * group >= needed:
-                continue  # the chunk's group size fits its neediest problem; keep what each lacks
-            length = int(lengths[row])
+        for (row, problem), score in zip(rows, scores):
+            text, length = rollouts.texts[row], int(lengths[row])
             records.append({"id": problem["id"], "completion": text, "length": length,
-                            "truncated": bool(rollouts.truncated[row]), "score": float(scorer(text, problem)),
+                            "truncated": bool(rollouts.truncated[row]), "score": score,
                             "answer": vote_key(text), "mean_logprob": float(logprobs[row]) / max(length, 1)})
             if rollouts.certainty is not None:
                 records[-1]["self_certainty"] = float(rollouts.certainty[row].sum()) / max(length, 1)

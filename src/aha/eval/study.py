@@ -12,7 +12,8 @@ from aha.config import Config
 from aha.eval.compare import RANK_PREFIX, RANKINGS, VOTE_WEIGHTS, compare, examples, summarize
 from aha.eval.ranking import rank_scores, ranker_file
 from aha.eval.sampling import SampleCache, draw_samples
-from aha.rewards import RewardError, build_reward, resolve_function
+from aha.eval.scoring import build_scorer, held_out_name
+from aha.rewards import RewardError, build_reward
 from aha.tracking.report import eval_report_html
 
 
@@ -39,11 +40,11 @@ def run_study(config: Config, models: list[str], n: int, out: Path) -> dict:
 
     task = build_task(config.task, config.base_dir)
     problems = task.eval[: config.eval.limit] if config.eval.limit else task.eval
-    scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
-    rankers = build_rankers(config)
+    scorer, rankers = build_scorer(config), build_rankers(config)  # no worker process starts before first use
     try:
         report = _study(config, models, n, out, task, problems, scorer, rankers)
     finally:
+        scorer.close()
         for reward, _ in rankers.values():
             reward.close()
     (out / "report.json").write_text(json.dumps(report, indent=1))
@@ -75,7 +76,7 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
     for label in models:
         meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
                 "task_config": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
-                "max_new_tokens": max_new, "scorer": config.eval.scorer, "seed": config.seed}
+                "max_new_tokens": max_new, "scorer": scorer.key, "seed": config.seed}
         cache = SampleCache(out / "samples" / _slug(label), meta)
         have = cache.load()
         if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
@@ -93,5 +94,5 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
                           for pid, got in by_problem.items()}
         summaries[label], samples[label] = summarize(by_problem, seed=config.seed), by_problem
     comparison = compare(summaries)
-    return {"task": task.name, "samples_per_problem": n, "models": summaries, "comparison": comparison,
-            "examples": examples(problems, samples, comparison)}
+    return {"task": held_out_name(config, task.name), "samples_per_problem": n, "models": summaries,
+            "comparison": comparison, "examples": examples(problems, samples, comparison)}

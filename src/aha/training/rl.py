@@ -14,8 +14,9 @@ from tqdm.auto import tqdm
 
 from aha.config import Config, ConfigError, dump_config
 from aha.eval import evaluate
+from aha.eval.scoring import ScorerError, build_scorer
 from aha.models import load
-from aha.rewards import build_reward, resolve_function
+from aha.rewards import build_reward
 from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
@@ -92,16 +93,16 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
         check_format_components(config.monitor, reward)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
     try:
-        return _run(config, run, checkpoints, echo, task, reward, gold)
+        return _run(config, run, checkpoints, echo, task, reward, gold, scorer)
     finally:
         for r in (reward, gold):  # worker processes of pooled rewards
             if r is not None:
                 r.close()
 
 
-def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gold) -> TrainSummary:
-    scorer = resolve_function(config.eval.scorer, key="eval.scorer", base_dir=config.base_dir)
+def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gold, scorer) -> TrainSummary:
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
     dtype = resolve_dtype(config.train.dtype)
@@ -135,7 +136,12 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gol
     run.write_config(dump_config(config))
 
     def held_out(step: int, label: str) -> float:
-        result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, desc=f"eval ({label})")
+        try:
+            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, desc=f"eval ({label})")
+        except ScorerError as err:  # stop: what the run wrote so far (metrics, checkpoints) stays as it is
+            log.error("held-out evaluation at step %d stopped: %s", step, err)
+            raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
+                              "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
         run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n})
         run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
         echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")

@@ -17,6 +17,11 @@ from aha.training.rl import train
 from test_training import metrics, tiny_config
 
 QUIET = lambda *_: None
+# Tests that compare model numbers at fp32 tolerances pin the compute dtype: with
+# train.dtype=auto a CPU with native bf16 (AVX512-BF16, AMX) would run them under bf16
+# autocast, where the engine and the trainer round apart by ~4e-4. tests/test_precision.py
+# and test_bf16_training_step_* force the bf16 path, so it runs on every CPU.
+FP32 = "train.dtype=float32"
 
 
 def say_seven(tmp_path, *overrides):
@@ -29,7 +34,7 @@ def say_seven(tmp_path, *overrides):
         "def hits(completion, sample):\n    return completion.count('7') / max(len(completion), 1)\n")
     (tmp_path / "seven.yaml").write_text(
         f"model: tiny\noutput_dir: {tmp_path / 'run'}\n"
-        "train: {steps: 30, lr: 3.0e-3, checkpoint_every: 0, report: false}\n"
+        "train: {steps: 30, lr: 3.0e-3, checkpoint_every: 0, report: false, dtype: float32}\n"
         "rollout: {prompts_per_step: 4, group_size: 8, max_new_tokens: 6}\n"
         "task: {data: train.jsonl, eval_data: test.jsonl}\n"
         "reward: [{fn: 'sevens.py:hits'}]\n"
@@ -58,7 +63,7 @@ def test_each_estimator_and_loss_learns(tmp_path, overrides):
 
 
 def test_prorl_reset_makes_the_policy_the_new_reference(tmp_path):
-    config = tiny_config(tmp_path, "prorl", "algorithm.kl_coef=0.1", "algorithm.ref_reset_every=2",
+    config = tiny_config(tmp_path, "prorl", FP32, "algorithm.kl_coef=0.1", "algorithm.ref_reset_every=2",
                          "train.steps=5", "eval.before=false", "eval.after=false")
     records = [r for r in metrics(Path(train(config, echo=QUIET).run_dir)) if "kl/ref" in r]
     assert [r["step"] for r in records if r.get("ref/reset")] == [2, 4]
@@ -68,7 +73,7 @@ def test_prorl_reset_makes_the_policy_the_new_reference(tmp_path):
 
 
 def test_prorl_reset_on_a_kl_threshold(tmp_path):
-    config = tiny_config(tmp_path, "prorl_kl", "algorithm.kl_coef=0.1", "algorithm.ref_reset_kl=1e-9",
+    config = tiny_config(tmp_path, "prorl_kl", FP32, "algorithm.kl_coef=0.1", "algorithm.ref_reset_kl=1e-9",
                          "train.steps=4", "eval.before=false", "eval.after=false")
     records = metrics(Path(train(config, echo=QUIET).run_dir))
     # the logged KL is measured before the step's update: step 1 starts at the reference
@@ -78,7 +83,7 @@ def test_prorl_reset_on_a_kl_threshold(tmp_path):
 
 
 def test_kl_in_the_reward_is_logged(tmp_path):
-    config = tiny_config(tmp_path, "klr", "algorithm.kl_coef=0.1", "algorithm.kl_in=reward",
+    config = tiny_config(tmp_path, "klr", FP32, "algorithm.kl_coef=0.1", "algorithm.kl_in=reward",
                          "algorithm.kl_estimator=k1", "eval.before=false", "eval.after=false")
     records = metrics(Path(train(config, echo=QUIET).run_dir))
     assert all("kl/ref" in r and "loss/kl" not in r for r in records)
@@ -86,11 +91,28 @@ def test_kl_in_the_reward_is_logged(tmp_path):
 
 
 def test_trainer_logprobs_and_truncated_importance_sampling(tmp_path):
-    config = tiny_config(tmp_path, "tis", "algorithm.old_logprobs=trainer", "algorithm.tis_cap=2.0",
+    config = tiny_config(tmp_path, "tis", FP32, "algorithm.old_logprobs=trainer", "algorithm.tis_cap=2.0",
                          "eval.before=false", "eval.after=false")
     for r in metrics(Path(train(config, echo=QUIET).run_dir)):
         assert r["logprobs/engine_trainer_abs_diff"] < 1e-4  # same fp32 model on both sides
         assert r["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-6)  # ratio is against the trainer
+
+
+def test_bf16_training_step_under_autocast_keeps_fp32_weights(tmp_path, caplog):
+    # forced, so it runs on every CPU (emulated bf16 is slow, but this is one step of the tiny model)
+    config = tiny_config(tmp_path, "bf16", "train.dtype=bfloat16", "algorithm.old_logprobs=trainer",
+                         "algorithm.tis_cap=2.0", "train.steps=1", "train.checkpoint_every=1",
+                         "eval.before=false", "eval.after=false")
+    with caplog.at_level("INFO", logger="aha.training.rl"):
+        run = Path(train(config, echo=QUIET).run_dir)
+    assert "compute dtype torch.bfloat16" in caplog.text
+    (r,) = metrics(run)
+    # engine and trainer both run bf16 matmuls but round apart: ~4e-4 on the tiny model
+    assert 0 < r["logprobs/engine_trainer_abs_diff"] < 5e-3
+    assert r["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-3)  # against the trainer's own bf16 log-probs
+    assert r["grad_norm"] > 0 and r["loss/total"] == r["loss/total"]  # not NaN
+    weights = load_file(run / "checkpoints/step-1/model.safetensors")
+    assert weights and all(w.dtype == torch.float32 for w in weights.values())  # fp32 master weights
 
 
 def test_masking_truncated_completions_removes_exactly_their_tokens(tmp_path):

@@ -1,5 +1,7 @@
 """The code sandbox: real programs, real tests, and programs that try to break out."""
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -233,3 +235,57 @@ def test_a_code_task_trains_end_to_end(tmp_path):
     steps = [r for r in records if "reward/mean" in r]
     assert len(steps) == 2 and all(r["reward/failed"] == 0 and "reward/code_tests" in r for r in steps)
     assert summary.accuracy_after == 0.0  # a random tiny model writes no working code
+
+
+def _sandbox_processes() -> list[str]:
+    found = []
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmdline = status.read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "sandbox_runner.py" in cmdline or "sandbox_harness.py" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@confined
+def test_nothing_survives_the_wall_clock():
+    program = "import time, threading\nthreading.Thread(target=time.sleep, args=(1000,)).start()\n" \
+              "def nap():\n    time.sleep(1000)\n"
+    result = run_python(program, ["nap()", {"input": "", "output": ""}], limits=SandboxLimits(wall_s=1.0, test_s=5.0))
+    assert result.timed_out and result.passed == 0
+    assert _sandbox_processes() == []
+
+
+@confined
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser") or not Path("/usr/bin/python3").exists(),
+                    reason="needs root (to become nobody), runuser and the system's python3")
+def test_an_ordinary_user_gets_the_same_sandbox():
+    """Started by an unprivileged user, bubblewrap needs a user namespace; the program is
+    still uid 65534 and just as confined. The scripts run on the system's interpreter, since
+    the test venv's may sit in a private home."""
+    import json
+    from aha.rewards import code as code_module
+
+    with tempfile.TemporaryDirectory() as folder:  # directly under /tmp: pytest's tmp_path is private to root
+        _run_as_nobody(Path(folder), Path(code_module.__file__).parent)
+
+
+def _run_as_nobody(scripts: Path, source: Path) -> None:
+    import json
+
+    for name in ("sandbox_harness.py", "sandbox_runner.py", "sandbox_codec.py"):
+        shutil.copy(source / name, scripts / name)
+    for path in (scripts, *scripts.iterdir()):
+        path.chmod(0o755)
+    job = {"code": "import os\ndef add(a, b):\n    return a + b\nuid = os.getuid()\n",
+           "tests": ["assert add(1, 2) == 3", "assert uid == 65534", "assert add(1, 1) == 3",
+                     {"input": "", "output": ""}],
+           "setup": "", "test_timeout_s": 2, "cpu_s": 5, "memory_bytes": 1 << 30, "output_bytes": 1 << 16,
+           "disk_bytes": 1 << 20, "allow_weaker": False, "extra_read": []}
+    done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-I", "-B",
+                           str(scripts / "sandbox_harness.py")], input=json.dumps(job), capture_output=True,
+                          text=True, timeout=30, cwd="/")
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r.get("ok") for r in records if "test" in r] == [True, True, False, True], (records, done.stderr)

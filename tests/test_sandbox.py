@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -237,14 +238,14 @@ def test_a_code_task_trains_end_to_end(tmp_path):
     assert summary.accuracy_after == 0.0  # a random tiny model writes no working code
 
 
-def _sandbox_processes() -> list[str]:
+def _processes_mentioning(marker: str) -> list[str]:
     found = []
     for status in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             cmdline = status.read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "sandbox_runner.py" in cmdline or "sandbox_harness.py" in cmdline:
+        if marker in cmdline:
             found.append(cmdline)
     return found
 
@@ -253,9 +254,13 @@ def _sandbox_processes() -> list[str]:
 def test_nothing_survives_the_wall_clock():
     program = "import time, threading\nthreading.Thread(target=time.sleep, args=(1000,)).start()\n" \
               "def nap():\n    time.sleep(1000)\n"
-    result = run_python(program, ["nap()", {"input": "", "output": ""}], limits=SandboxLimits(wall_s=1.0, test_s=5.0))
-    assert result.timed_out and result.passed == 0
-    assert _sandbox_processes() == []
+    with tempfile.TemporaryDirectory() as marker:  # bound into the sandbox, so bubblewrap's command line names it
+        Path(marker).chmod(0o755)
+        limits = SandboxLimits(wall_s=1.0, test_s=5.0, extra_read=(marker,))
+        result = run_python(program, ["nap()", {"input": "", "output": ""}], limits=limits)
+        assert result.timed_out and result.passed == 0
+        time.sleep(0.2)
+        assert _processes_mentioning(marker) == []
 
 
 @confined
@@ -289,3 +294,14 @@ def _run_as_nobody(scripts: Path, source: Path) -> None:
                           text=True, timeout=30, cwd="/")
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r.get("ok") for r in records if "test" in r] == [True, True, False, True], (records, done.stderr)
+
+
+@confined
+def test_the_program_cannot_redefine_what_the_tests_use():
+    # a builtin the test uses, and a helper the task gives in setup (HumanEval's poly)
+    cheat = "def abs(x):\n    return 0\ndef root():\n    return 5.0\ndef poly(x):\n    return 0\n"
+    tests = ["assert abs(root() - 3.0) < 1e-6", "assert poly(root()) == 0"]
+    result = run_python(cheat, tests, setup="def poly(x):\n    return x * x - 9\n", limits=FAST)
+    assert result.passed == 0, result.errors
+    honest = "def root():\n    return 3.0\n"
+    assert run_python(honest, tests, setup="def poly(x):\n    return x * x - 9\n", limits=FAST).passed == 2

@@ -9,7 +9,7 @@ Standard library only: the sandbox runner imports this file inside the sandbox.
 import ast
 import math
 
-MAX_LITERAL = 4 << 20  # characters; a longer value is refused, not parsed
+MAX_LITERAL = 1 << 20  # characters; a longer value is refused, not parsed
 
 
 class CodecError(ValueError):

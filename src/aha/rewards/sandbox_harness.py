@@ -14,8 +14,11 @@ Every wait on the candidate has a deadline kept here, so nothing the program doe
 own interpreter (signals, tracing, patched builtins) stops a timeout.
 """
 
+import builtins
 import json
+import keyword
 import os
+import resource
 import select
 import shutil
 import signal
@@ -28,7 +31,9 @@ from sandbox_codec import CodecError, decode, encode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 START_GRACE_S = 3.0  # bubblewrap + interpreter start-up, on top of a test's own time
-MAX_FRAME = 8 << 20  # bytes in one reply from the candidate
+MAX_FRAME = 2 << 20  # bytes in one reply from the candidate
+HARNESS_MEMORY = 4 << 30  # address space of this process: decoding is bounded by MAX_FRAME, this is a backstop
+BUILTIN_NAMES = frozenset(dir(builtins))
 LOG_TAIL = 4000
 SAFE_EXCEPTIONS = {cls.__name__: cls for cls in (
     ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, AttributeError, RuntimeError,
@@ -317,9 +322,13 @@ class Program:
         self.names = ready["names"]
 
     def namespace(self) -> dict:
+        """The program's names as the tests see them. A name of a Python builtin is left out,
+        so `def abs(x): return 0` cannot change what `abs(...)` means in a test."""
         namespace = {}
         for name, info in self.names.items():
             if not isinstance(name, str) or not name.isidentifier() or not isinstance(info, dict):
+                continue
+            if name in BUILTIN_NAMES or keyword.iskeyword(name):
                 continue
             if info.get("callable") is True:
                 namespace[name] = self.proxy(name)
@@ -354,9 +363,10 @@ def run_statement(program: Program, job: dict, statement: str, index: int, limit
     if program.sandbox is None:
         program.start(limit)
     program.deadline = time.monotonic() + limit
-    namespace = {"__name__": "__test__"}
+    # the program's names first, then setup over them: what setup defines (imports, helpers
+    # such as HumanEval's poly) is the task's, and the program cannot replace it
+    namespace = {**program.namespace(), "__name__": "__test__"}
     exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
-    namespace.update(program.namespace())
     signal.setitimer(signal.ITIMER_REAL, limit + 0.05)  # the test's own code (trusted) also has a deadline
     try:
         exec(compile(statement, f"test_{index}", "exec"), namespace)
@@ -405,6 +415,7 @@ def run_tests(job: dict, emit) -> None:
 
 
 def main() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (HARNESS_MEMORY, HARNESS_MEMORY))
     job = json.loads(sys.stdin.read())
     out = sys.stdout
 

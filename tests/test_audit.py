@@ -63,6 +63,7 @@ def test_math_verifier_beats_the_numeric_baseline_on_the_shipped_set():
     math = audit_reward(build_reward([RewardSpec(fn="math_answer")]), records)
     numeric = audit_reward(build_reward([RewardSpec(fn="numeric_answer")]), records)
     assert math.fp_rate == 0.0 and math.fn_rate < 0.02
+    assert (len(math.false_negatives), len(math.false_positives)) == (2, 0)  # "twelve" and 1.5e3, of 266 and 138
     assert numeric.fp_rate == 0.0 and numeric.fn_rate > 0.5  # fractions, LaTeX, intervals... all missed
     assert {r["category"] for r in math.false_negatives} <= {"words", "scientific"}
 

@@ -12,17 +12,57 @@ from aha.rewards import (
     numeric_answer,
     regex_match,
 )
-from aha.rewards.extract import answer_line, final_answer, last_boxed, tagged
+from aha.rewards.extract import (
+    answer_line,
+    answer_lines,
+    boxes,
+    final_answer,
+    last_boxed,
+    stated_answers,
+    strip_hidden,
+    strip_unit,
+    tagged,
+    unit_of,
+    units_differ,
+)
 
 
 def test_extraction_rules():
     assert last_boxed(r"so \boxed{3} then \boxed{\frac{1}{2}} done") == r"\frac{1}{2}"  # last, nested braces
-    assert last_boxed(r"\boxed{unclosed") is None
+    assert last_boxed(r"\boxed{unclosed") is None and last_boxed(r"\boxed{\frac{1}{2}") is None
     assert tagged("<think>2</think><answer> 42 </answer>") == "42"
     assert answer_line("work...\nThe answer is 17.\n") == "17"
     assert answer_line("Final answer: x = 3") == "x = 3"
     assert final_answer("no answer here") is None
     assert answer_line("I will answer: 5") == "5" and answer_line("to answer this we add") is None
+
+
+def test_the_last_stated_answer_wins_across_forms():
+    assert final_answer(r"\boxed{3}. On reflection, the answer is 4.") == "4"
+    assert final_answer(r"Answer: 4, or in a box \boxed{3}") == "3"
+    assert final_answer("<answer>3</answer> wait, no: <answer>4") == "4"  # an unclosed tag runs to the end
+    assert final_answer("Final Answer: The final answer is $5$. I hope it is correct.") == "$5$"  # the later anchor
+    assert final_answer(r"3 \boxed{}") == ""  # an empty box is an empty answer, not a missing one
+    assert [s.form for s in stated_answers(r"<answer>\boxed{1}</answer> Answer: 2")] == ["tag", "boxed", "line"]
+    assert answer_lines("The answer isn't 5.")[0].negated and answer_lines("Answer: not 5")[0].negated
+    assert [b.text for b in boxes(r"\boxed{1} \fbox{2} \boxed{3")] == ["1", "2", "3"]
+
+
+def test_hidden_text_is_removed_before_extraction():
+    assert strip_hidden("a <!-- b --> c <!-- d") == "a  c "
+    assert strip_hidden("x\n% y\nz % w") == "x\n\nz "
+    assert strip_hidden(r"12% and 12 % and 12\% stay; so does a closing $28$ %.") \
+        == r"12% and 12 % and 12\% stay; so does a closing $28$ %."
+    assert strip_hidden("a\n```python\nprint(1)\n```\nb ```c") == "a\n\nb "
+    assert strip_hidden(r"a \iffalse b \fi c") == "a  c"
+
+
+def test_units():
+    assert [unit_of(t) for t in (r"12\text{ km}", "5 meters", r"90^\circ", r"3\ \mathrm{cm}^2", "7 inches", "2 boxes")] \
+        == ["km", "m", "deg", "cm2", "in", "box"]
+    assert [unit_of(t) for t in ("3x", "12", "12 or 13", r"2\pi", "12 percent")] == [None] * 5
+    assert strip_unit("12 apples") == "12" and strip_unit("3x") == "3x"
+    assert units_differ("12 km", r"12\text{ cm}") and not units_differ("12 km", "12")
 
 
 @pytest.mark.parametrize("reference, completion", [
@@ -52,16 +92,37 @@ def test_math_answer_rejects_wrong_or_hedged_answers(reference, completion):
     assert math_answer(completion, {"answer": reference}) == 0.0
 
 
-def test_math_answer_rejects_an_unparseable_reference():
-    for reference in ("}{", ""):
-        with pytest.raises(ValueError, match="could not be parsed"):
-            math_answer(r"\boxed{1}", {"answer": reference})
+def test_math_answer_compares_a_text_reference_as_text():
+    reference = r"x = \frac{1}{2}, x = \frac{-1 \pm \sqrt{13}}{4}"  # math-verify keeps only the text
+    assert math_answer(r"$$\boxed{x = \frac{1}{2},\ x = \frac{-1 \pm \sqrt{13}}{4}}$$", {"answer": reference}) == 1.0
+    assert math_answer(r"\boxed{x = \frac{1}{2}}", {"answer": reference}) == 0.0
+    assert math_answer(r"\boxed{1}", {"answer": "}{"}) == 0.0
+    with pytest.raises(ValueError, match="could not be parsed"):
+        math_answer(r"\boxed{1}", {"answer": ""})
+
+
+def test_math_answer_rules_by_example():
+    gold = {"answer": "12"}
+    assert math_answer(r"\boxed{13} \boxed{12}", gold) == 0.0  # side by side: the set {12, 13}
+    assert math_answer(r"\boxed{13}, \boxed{12}", {"answer": "12, 13"}) == 1.0  # ... which a set reference equals
+    assert math_answer(r"Trying \boxed{13} fails, so the final answer is \boxed{12}", gold) == 1.0
+    assert math_answer(r"3 * 4 = 12 \boxed{}", gold) == 0.0  # empty box: no fall back to the 12 before it
+    assert math_answer(r"\boxed{13} <!-- \boxed{12} -->", gold) == 0.0
+    assert math_answer("The answer is not 12.", gold) == 0.0
+    assert math_answer(r"\boxed{12\%}", gold) == 0.0 and math_answer(r"\boxed{12\%}", {"answer": "0.12"}) == 1.0
+    assert math_answer(r"\boxed{28}", {"answer": r"28\%"}) == 1.0  # a percentage reference takes the plain number
+    assert math_answer(r"\boxed{12\text{ km}}", {"answer": "12 cm"}) == 0.0
+    assert math_answer(r"\boxed{12\text{ km}}", gold) == 1.0  # a unit on one side only
+    assert math_answer(r"it is worth $\boxed{\$16,\!386.20}$", {"answer": "16386.20"}) == 1.0
+    assert math_answer(r"\boxed{12}. I checked: the answer is correct.", gold) == 1.0  # a line without math
 
 
 def test_numeric_answer_with_tolerance():
     assert numeric_answer("about 3.14", {"answer": "3.14159"}) == 0.0
     assert numeric_answer("about 3.14", {"answer": "3.14159"}, rel_tol=1e-3) == 1.0
     assert numeric_answer("so 102, or maybe 12", {"answer": "102"}) == 0.0  # last number counts
+    assert numeric_answer(r"3 * 4 = 12 \boxed{}", {"answer": "12"}) == 0.0  # empty box: no fall back
+    assert numeric_answer(r"\boxed{13} <!-- \boxed{12} -->", {"answer": "12"}) == 0.0  # comments removed
 
 
 def test_multiple_choice():

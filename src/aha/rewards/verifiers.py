@@ -7,17 +7,32 @@ from __future__ import annotations
 import math
 import re
 import string
+from functools import lru_cache
 
-from aha.rewards.extract import NUMBER, final_answer, last_boxed, last_number, to_float
+from aha.rewards.extract import (
+    NUMBER,
+    Stated,
+    boxes,
+    final_answer,
+    last_boxed,
+    last_number,
+    stated_answers,
+    strip_hidden,
+    strip_unit,
+    to_float,
+    units_differ,
+)
 
 _ENDS_WITH_NUMBER = re.compile(NUMBER + r"\s*\.?\s*$")
 
 
 def extract_answer(completion: str) -> float | None:
-    """The final answer as a number: the last \\boxed{...} if any, else the last number.
+    """The final answer as a number: the last \\boxed{...} if any (an empty one is no answer),
+    else the last number; comments and code blocks are removed first (extract.strip_hidden).
 
     Only the final answer counts, so a completion cannot score by mentioning the right
     number somewhere (e.g. by repeating an operand) and then concluding something else."""
+    completion = strip_hidden(completion)
     boxed = last_boxed(completion)
     if boxed is not None:
         return to_float(boxed)
@@ -35,9 +50,95 @@ def numeric_answer(completion: str, sample: dict, rel_tol: float = 1e-9, abs_tol
     return 1.0 if math.isclose(predicted, reference, rel_tol=rel_tol, abs_tol=abs_tol) else 0.0
 
 
+_MATH_DELIMITERS = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed|\\fbox")
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_MATHY = re.compile(r"\d|[$\\^=+*/()\[\]{}<>-]|^\s*[A-Za-z]\s*$")
+_PERCENT_AFTER = re.compile(r"\s*\$?\s*(?:\\?%|percent|pct)")
+_BOX_GAP = 70  # math-verify joins boxes at most this far apart (with "and", "or", "," or ";" between)
+
+
 def _as_latex(text: str) -> str:
-    """math-verify finds LaTeX in $...$ or \\boxed{}; a bare reference like 1/2 is wrapped."""
-    return text if ("$" in text or "\\boxed" in text) else f"${text}$"
+    """math-verify finds LaTeX in $...$, \\(...\\), \\[...\\] or \\boxed{}; a bare answer like 1/2 is wrapped."""
+    return text if _MATH_DELIMITERS.search(text) else f"${text}$"
+
+
+@lru_cache(maxsize=1)
+def _extraction():
+    """math-verify's extraction targets as its own test helper sets them: LaTeX (boxes first) and
+    plain expressions/numbers, with its default normalisation (units, \\text, \\!, thousands)."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+
+
+def _parse(text: str, timeout: int, first_match: bool = False) -> list:
+    from math_verify import parse
+
+    return parse(text, list(_extraction()), parsing_timeout=timeout,
+                 extraction_mode="first_match" if first_match else "any_match")
+
+
+@lru_cache(maxsize=4096)
+def _parse_reference(reference: str, timeout: int) -> tuple:
+    """A reference is parsed once for all the completions of its group (sympy values are immutable)."""
+    return tuple(_parse(_as_latex(reference), timeout))
+
+
+def _box_run(text: str, found: list[Stated]) -> str:
+    """The last box with the boxes just before it (each within _BOX_GAP characters of the next,
+    no blank line or "the answer is" between): math-verify reads them as one answer -- a set when
+    they differ and are joined by "and", "or", "," or ";" or are under 10 characters apart --
+    else the last box alone."""
+    run = [b for b in found if b.form == "boxed"]
+    others = [s.start for s in found if s.form != "boxed"]
+    first = len(run) - 1
+    while first > 0:
+        before, after = run[first - 1].end, run[first].start
+        gap = text[before:after]
+        if len(gap) >= _BOX_GAP or "\n\n" in gap or any(before <= start < after for start in others):
+            break
+        first -= 1
+    percent = "\\%" if _PERCENT_AFTER.match(text, run[-1].end) else ""  # \boxed{12}\% is 12%
+    return text[run[first].start:run[-1].start] + "\\boxed{" + run[-1].text + percent + "}"
+
+
+def _parse_span(span: str, timeout: int) -> list:
+    """An <answer> span or answer line: as written when it holds LaTeX delimiters or prose (two
+    words or more), else as one LaTeX expression ("12 or 13" is the set {12, 13}, not 13)."""
+    words = [w for w in _WORD.findall(span) if w.lower() not in ("or", "and")]
+    if _MATH_DELIMITERS.search(span) or len(words) >= 2:
+        return _parse(span, timeout)
+    return _parse(f"${strip_unit(span)}$", timeout, first_match=True)
+
+
+def _negated_fallback(text: str) -> bool:
+    """Without a stated answer, "12 is not the answer" / "it's not 12" refuse the last number."""
+    numbers = list(re.finditer(NUMBER, text))
+    if not numbers:
+        return False
+    last = numbers[-1]
+    return bool(re.search(r"\b(?:not|never|wrong|incorrect)\b|n't\b", text[last.end():], re.IGNORECASE)
+                or re.search(r"(?:\bnot|n't|\bnever)[\s$(]*$", text[:last.start()], re.IGNORECASE))
+
+
+def _percent_as_value(parsed: list, gold: list) -> list:
+    """math-verify takes 12% for 12; aha does only when the reference is itself a percentage, so a
+    prediction of 12% against a plain 12 compares as 0.12 (and 12% still equals 0.12). The text
+    math-verify keeps beside a percentage ("12") is dropped with it."""
+    from math_verify.grader import get_pct_val
+    from sympy import Rational
+
+    if any(get_pct_val(g) is not None for g in gold if not isinstance(g, str)) \
+            or all(isinstance(p, str) or get_pct_val(p) is None for p in parsed):
+        return parsed
+    return [p if get_pct_val(p) is None else get_pct_val(p) * Rational(1, 100) for p in parsed if not isinstance(p, str)]
+
+
+def _plain_text(text: str) -> str:
+    """A text answer without $ and \\( \\) \\[ \\] delimiters, \\text{} wrappers, spacing (\\, \\quad) and case."""
+    text = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", text)
+    text = re.sub(r"\\[()\[\] ,;:!]|\\q?quad\b|(?<!\\)\$", "", text)
+    return "".join(text.split()).lower().rstrip(".")
 
 
 def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> float:
@@ -45,18 +146,46 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     the math-verify package: fractions, decimals, LaTeX, percentages, sets, intervals,
     symbolic expressions (1/2 = 0.5 = \\frac{2}{4}, x+1 = 1+x, (1,2] as an interval).
 
-    Only the final answer is compared (last \\boxed{}, <answer>, "Answer:" line, else the
-    last expression math-verify finds), so listing many candidate values earns nothing."""
-    from math_verify import parse, verify
+    Which answer counts (docs/rewards.md has the full rules): hidden text (comments, code
+    blocks) is removed; the LAST stated answer wins -- a \\boxed{} run, an <answer> span or an
+    "Answer:" line -- else math-verify's own extraction of the last expression. An empty box,
+    an empty span or "the answer is not X" scores 0 with no fall back. Boxes side by side are
+    one answer, a set. Units stated on both sides must agree; a percentage equals a plain number
+    only when the reference is a percentage. A reference that is not math is compared as text."""
+    from math_verify import verify
 
-    gold = parse(_as_latex(str(sample["answer"])), parsing_timeout=timeout_seconds)
-    if not any(not isinstance(g, str) for g in gold):  # only the raw text came back: not math
-        raise ValueError(f"reference answer {sample['answer']!r} could not be parsed as math")
-    span = final_answer(completion)
-    # no explicit final answer: math-verify's own extraction takes the last expression
-    text = _as_latex(span) if span is not None else completion.strip().rstrip(".")  # "... is 3/5." is 3/5
-    predicted = parse(text, parsing_timeout=timeout_seconds)
-    return 1.0 if predicted and verify(gold, predicted, timeout_seconds=timeout_seconds) else 0.0
+    reference = str(sample["answer"])
+    gold = list(_parse_reference(reference, timeout_seconds))
+    gold_is_text = not any(not isinstance(g, str) for g in gold)
+    if gold_is_text and not _plain_text(reference):
+        raise ValueError(f"reference answer {reference!r} could not be parsed as math")
+    text = strip_hidden(completion)
+    # "the answer is correct" states no answer: a line counts when it holds math (or the reference is text)
+    found = [s for s in stated_answers(text) if s.form != "line" or s.negated or gold_is_text or _MATHY.search(s.text)]
+    if found:
+        last = found[-1]
+        if last.negated or not last.text:
+            return 0.0
+        span = last.text
+        if gold_is_text:
+            return 1.0 if _plain_text(span) == _plain_text(reference) else 0.0
+        predicted = _parse(_box_run(text, found), timeout_seconds, first_match=True) if last.form == "boxed" \
+            else _parse_span(span, timeout_seconds)
+    else:
+        if _negated_fallback(text):
+            return 0.0
+        span = text.strip().splitlines()[-1] if text.strip() else ""
+        predicted = _parse(text.strip().rstrip("."), timeout_seconds)  # "... is 3/5." is 3/5
+    if not predicted or units_differ(span, _gold_span(reference)):
+        return 0.0
+    predicted = _percent_as_value(predicted, gold)
+    return 1.0 if verify(gold, predicted, timeout_seconds=timeout_seconds) else 0.0
+
+
+def _gold_span(reference: str) -> str:
+    """Where a reference states its unit: its last box when it has one (a worked solution), else all of it."""
+    found = boxes(reference)
+    return found[-1].text if found else reference
 
 
 _CHOICE = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?(?![A-Za-z])")

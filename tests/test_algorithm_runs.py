@@ -125,6 +125,26 @@ def test_masking_truncated_completions_removes_exactly_their_tokens(tmp_path):
     assert masked["tokens/trained"] == plain["tokens/trained"] - 2 * truncated_rows
 
 
+def test_non_finite_rewards_are_skipped_and_counted_in_the_loop(tmp_path):
+    # a reward function that breaks on about half the completions, with NaN or inf
+    (tmp_path / "broken.py").write_text(
+        "def score(completion, sample):\n"
+        "    first = ord(completion[:1] or ' ') % 4\n"
+        "    return float('nan') if first == 0 else float('inf') if first == 1 else ord(completion[-1]) % 5\n")
+    config = tiny_config(tmp_path, "nan", f"reward=[{{fn: '{tmp_path / 'broken.py'}:score'}}]",
+                         "algorithm.dynamic_sampling=true", "algorithm.max_rounds=1", "train.steps=2",
+                         "train.checkpoint_every=2", "eval.before=false", "eval.after=false")
+    run = Path(train(config, echo=QUIET).run_dir)
+    records = metrics(run)
+    assert sum(r.get("reward/nonfinite", 0) for r in records) > 0 and any("loss/total" in r for r in records)
+    for r in records:
+        if "loss/total" in r:
+            assert all(r[k] == r[k] and abs(r[k]) != float("inf")
+                       for k in ("loss/total", "grad_norm", "advantage/abs_mean", "kl/old"))
+    weights = load_file(run / "checkpoints/step-2/model.safetensors")
+    assert all(torch.isfinite(w).all() for w in weights.values())
+
+
 def test_soft_overlong_punishment(tmp_path):
     (tmp_path / "const.py").write_text("def one(completion, sample):\n    return 1.0\n")
     config = tiny_config(tmp_path, "long", "algorithm.overlong_buffer=3", "rollout.max_new_tokens=3",

@@ -27,7 +27,10 @@ def humaneval() -> list[dict]:
 
 
 def sample(problem: dict) -> dict:
-    return {"id": problem["task_id"], "tests": [problem["test"] + f"\ncheck({problem['entry_point']})\n"]}
+    """The prompt (imports, helpers such as poly, and a stub of the function) is the task's
+    setup, so the tests use its helpers, not the program's; only the entry point is the program's."""
+    return {"id": problem["task_id"], "setup": problem["prompt"], "entry_point": problem["entry_point"],
+            "tests": [problem["test"] + f"\ncheck({problem['entry_point']})\n"]}
 
 
 def empty_body(problem: dict) -> str:
@@ -54,6 +57,14 @@ def _check(problems: list[dict]) -> None:
 def test_hard_humaneval_problems_pass_with_the_canonical_solution_and_fail_empty():
     problems = humaneval()
     _check([problems[i] for i in HARD])
+
+
+def test_a_program_cannot_replace_the_helpers_its_tests_call():
+    """HumanEval/32 checks find_zero with the prompt's poly: a program that redefines poly to
+    return 0 would pass with any root if the tests used the program's poly."""
+    problem = humaneval()[32]
+    cheat = problem["prompt"] + "    return 1.0\n\n\ndef poly(xs, x):\n    return 0.0\n"
+    assert code_tests(f"```python\n{cheat}```", sample(problem), wall_s=30.0, test_s=10.0) == 0.0
 
 
 @pytest.mark.slow

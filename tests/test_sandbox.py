@@ -116,12 +116,31 @@ def test_the_host_is_not_even_visible(tmp_path):
 
 
 @confined
-def test_the_program_runs_as_nobody_without_capabilities():
-    program = ("import os\nuid = os.getuid()\ncaps = [l for l in open('/proc/self/status') if l.startswith('Cap')]\n"
-               "groups = os.getgroups()\n")
-    result = run_python(program, ["assert uid == 65534", "assert all(l.split()[1] == '0' * 16 for l in caps)",
-                                  "assert groups in ([], [65534])"], limits=FAST)
-    assert result.passed == 3, result.errors
+def test_the_program_runs_unprivileged_with_a_uid_of_its_own():
+    program = ("import os, resource\nuid = os.getuid()\n"
+               "caps = [l for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+               "groups = os.getgroups()\nthreads = resource.getrlimit(resource.RLIMIT_NPROC)\n")
+    tests = ["assert uid >= 1_500_000_000", "assert all(l.split()[1] == '0' * 16 for l in caps)",
+             "assert groups == []", "assert threads == (64, 64)", "assert uid != other_uid"]
+    first = run_python(program + "other_uid = 0\n", tests, limits=FAST)
+    assert first.passed == 5, first.errors
+    if os.geteuid() == 0:  # two sandboxes alive at once get different uids (each has its own thread limit)
+        from concurrent.futures import ThreadPoolExecutor
+
+        probe = "import os, time\ntime.sleep(0.5)\nuid = os.getuid()\n"
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda _: run_python(probe, ["assert uid < 0, uid"], limits=FAST), range(2)))
+        uids = {r.errors[0] for r in runs}  # "AssertionError: <uid>"
+        assert len(uids) == 2 and all(u.startswith("AssertionError: 15") for u in uids), uids
+
+
+@confined
+def test_a_thread_bomb_stops_at_the_sandboxs_own_limit():
+    bomb = ("import threading, time\nstarted = 0\ntry:\n    for _ in range(1000):\n"
+            "        threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n        started += 1\n"
+            "except RuntimeError:\n    pass\n")
+    result = run_python(bomb, ["assert started < 64"], limits=FAST)
+    assert result.passed == 1, result.errors
 
 
 @confined

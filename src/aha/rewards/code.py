@@ -13,7 +13,9 @@ Tests (sample["tests"]) are either Python statements (MBPP/HumanEval style:
 "assert add(1, 2) == 3", "def check(candidate): ...\ncheck(add)") that run in the harness
 on proxies of the program's functions, or {"input", "output"} pairs: the whole program runs
 on the input in a fresh sandbox and the harness compares its output. sample["setup"] is
-optional code run before the program and before each test (imports both need).
+optional code run before the program and before each test (imports both need, helpers the
+tests call); sample["entry_point"] (a name or a list) optionally limits what of the program
+the tests see (HumanEval: setup = the prompt, entry_point = the function).
 """
 
 from __future__ import annotations
@@ -100,12 +102,22 @@ def _check_extra_read(paths) -> list[str]:
     return real
 
 
-def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+def _entry_points(entry_point) -> list[str]:
+    names = [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
+    bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
+    if bad:
+        raise SandboxError(f"entry_point: {bad[0]!r} is not a Python name")
+    return names
+
+
+def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = SandboxLimits(),
+               entry_point: str | list[str] | None = None) -> SandboxResult:
     """Run `code` against `tests` (program and tests in separate processes, the program in a
     sandbox); never raises for anything the program does (crash, hang, fork bomb, socket,
-    writes outside its folder, patching its own interpreter)."""
+    writes outside its folder, patching its own interpreter). With `entry_point`, statement
+    tests see only those names of the program; everything else they use comes from `setup`."""
     _check_tests(tests)
-    job = {"code": code, "tests": tests, "setup": setup, "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
+    job = {"code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
            "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
            "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
            "extra_read": _check_extra_read(limits.extra_read)}
@@ -175,5 +187,6 @@ def code_tests(completion: str, sample: dict, partial_credit: bool = True, wall_
         raise SandboxError(f"sample {sample.get('id', '?')} has no 'tests' field for code_tests")
     limits = SandboxLimits(wall_s=wall_s, test_s=test_s, cpu_s=cpu_s, memory_mb=memory_mb, output_kb=output_kb,
                            disk_mb=disk_mb, extra_read=tuple(extra_read))
-    result = run_python(extract_code(completion), sample["tests"], sample.get("setup", ""), limits)
+    result = run_python(extract_code(completion), sample["tests"], sample.get("setup", ""), limits,
+                        entry_point=sample.get("entry_point"))
     return result.fraction if partial_credit else float(result.passed == result.total)

@@ -35,6 +35,7 @@ MAX_FRAME = 2 << 20  # bytes in one reply from the candidate
 HARNESS_MEMORY = 4 << 30  # address space of this process: decoding is bounded by MAX_FRAME, this is a backstop
 BUILTIN_NAMES = frozenset(dir(builtins))
 LOG_TAIL = 4000
+SANDBOX_UID_BASE = 1_500_000_000  # far above any real user's or subordinate id range
 SAFE_EXCEPTIONS = {cls.__name__: cls for cls in (
     ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, AttributeError, RuntimeError,
     NotImplementedError, OverflowError, ArithmeticError, LookupError, RecursionError, AssertionError,
@@ -142,7 +143,10 @@ class Sandbox:
         self.buffer = b""
         runner_job = {key: job[key] for key in ("code", "setup", "cpu_s", "memory_bytes", "output_bytes",
                                                 "extra_read", "allow_weaker")}
-        self._write(json.dumps({**runner_job, "mode": mode}) + "\n")
+        # as root, each sandbox gets an unprivileged uid of its own (no user has it; no two live
+        # sandboxes share it, since bubblewrap's pid is unique), so its thread limit is its own
+        uid = SANDBOX_UID_BASE + self.proc.pid
+        self._write(json.dumps({**runner_job, "mode": mode, "uid": uid}) + "\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -364,9 +368,18 @@ def run_statement(program: Program, job: dict, statement: str, index: int, limit
         program.start(limit)
     program.deadline = time.monotonic() + limit
     # the program's names first, then setup over them: what setup defines (imports, helpers
-    # such as HumanEval's poly) is the task's, and the program cannot replace it
-    namespace = {**program.namespace(), "__name__": "__test__"}
+    # such as HumanEval's poly) is the task's, and the program cannot replace it. With an
+    # entry point, only those names come from the program, after setup (whose stub of the
+    # entry point, e.g. HumanEval's prompt, they replace).
+    names = program.namespace()
+    entry_points = job.get("entry_point") or []
+    namespace = {"__name__": "__test__"} if entry_points else {**names, "__name__": "__test__"}
     exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
+    for name in entry_points:
+        if name in names:
+            namespace[name] = names[name]
+        else:
+            namespace.pop(name, None)  # never the task's own stub in place of the program's function
     signal.setitimer(signal.ITIMER_REAL, limit + 0.05)  # the test's own code (trusted) also has a deadline
     try:
         exec(compile(statement, f"test_{index}", "exec"), namespace)

@@ -10,12 +10,14 @@ patch, forge or read: whatever it sends back is plain data that the harness judg
 Confinement inside the namespaces bubblewrap made (standard library only):
   1. rlimits: CPU seconds, address space, file size, open files, no core dumps;
   2. a fresh, empty session keyring, then (when started as root) every uid and gid set to
-     65534, which clears all capabilities; no_new_privs;
+     the sandbox's own unprivileged id, which clears all capabilities, with at most 64
+     threads (RLIMIT_NPROC); no_new_privs;
   3. Landlock (Linux >= 5.13): writes only in /tmp (a size-limited tmpfs) and /dev/null,
      reads only the interpreter, /usr, /aha, /dev, /proc and `extra_read`; no TCP
      (ABI >= 4); signals and abstract UNIX sockets scoped (ABI >= 6);
-  4. seccomp: no sockets, no new processes (threads allowed), no ptrace, io_uring,
-     namespaces, keyrings, userfaultfd, perf events, bpf, inotify.
+  4. seccomp: no sockets, no new processes (threads allowed), no ptrace, io_uring, AIO,
+     namespaces, keyrings, userfaultfd, perf events, bpf, inotify, SysV IPC, POSIX
+     message queues, flock.
 A layer the kernel lacks is reported; the harness refuses to go on unless told to.
 """
 
@@ -32,7 +34,7 @@ import types
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sandbox_codec import decode, encode  # noqa: E402
 
-NOBODY = 65534
+MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
 
 # ---- Landlock (include/uapi/linux/landlock.h); syscall numbers are the same on all arches
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -54,12 +56,22 @@ SYSCALLS = {  # arch -> (audit arch, {name: number})
         "socket": 41, "socketpair": 53, "clone": 56, "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248,
         "request_key": 249, "keyctl": 250, "inotify_init": 253, "unshare": 272, "inotify_init1": 294,
         "perf_event_open": 298, "fanotify_init": 300, "setns": 308, "process_vm_readv": 310,
-        "process_vm_writev": 311, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone3": 435}),
+        "process_vm_writev": 311, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425, "clone3": 435,
+        # SysV IPC and POSIX queues: kernel memory outside RLIMIT_AS
+        "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67,
+        "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
+        # the host-wide AIO context pool (aio-nr), and locks a host process could wait on
+        "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+        "io_pgetevents": 333, "flock": 73}),
     "aarch64": (0xC00000B7, {
         "socket": 198, "socketpair": 199, "clone": 220, "ptrace": 117, "add_key": 217, "request_key": 218,
         "keyctl": 219, "inotify_init1": 26, "unshare": 97, "perf_event_open": 241, "fanotify_init": 262,
         "setns": 268, "process_vm_readv": 270, "process_vm_writev": 271, "bpf": 280, "userfaultfd": 282,
-        "io_uring_setup": 425, "clone3": 435}),
+        "io_uring_setup": 425, "clone3": 435,
+        "mq_open": 180, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191,
+        "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
+        "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292,
+        "flock": 32}),
 }
 KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_CAPBSET_DROP = 24
@@ -95,9 +107,10 @@ def set_limits(job: dict) -> None:
         resource.setrlimit(which, value)
 
 
-def drop_privileges() -> str | None:
+def drop_privileges(uid: int) -> str | None:
     """A new empty session keyring (the one inherited from the host is no longer reachable),
-    then uid/gid 65534 everywhere, which clears every capability."""
+    then (as root) `uid` as every uid and gid, which clears every capability. The uid is the
+    sandbox's own (the harness picks it), so RLIMIT_NPROC bounds this sandbox's threads alone."""
     arch = SYSCALLS.get(platform.machine())
     if arch is not None and libc.syscall(ctypes.c_long(arch[1]["keyctl"]), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING),
                                          None) < 0 and os.geteuid() == 0:
@@ -106,8 +119,9 @@ def drop_privileges() -> str | None:
         for cap in range(64):  # the bounding set too, so no exec can ever regain one
             _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
         os.setgroups([])
-        os.setresgid(NOBODY, NOBODY, NOBODY)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+        os.setresgid(uid, uid, uid)
+        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_THREADS, MAX_THREADS))
+        os.setresuid(uid, uid, uid)
     if os.geteuid() == 0 or os.getuid() == 0:
         return "still root after dropping privileges"
     return None
@@ -182,7 +196,7 @@ def seccomp() -> str | None:
 def confine(job: dict) -> list[str]:
     """Apply every layer; returns the ones that could not be applied."""
     set_limits(job)
-    dropped = drop_privileges()
+    dropped = drop_privileges(int(job["uid"]))
     if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return [f"no_new_privs: {os.strerror(ctypes.get_errno())}"]
     return [m for m in (dropped, landlock(job.get("extra_read", [])), seccomp()) if m]

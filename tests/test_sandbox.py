@@ -178,8 +178,9 @@ def test_memory_and_output_limits():
     assert hog.passed == 0 and "MemoryError" in hog.errors[0]
     flood = run_python("while True:\n    print('x' * 1000, flush=True)\n", ["assert True"],
                        limits=SandboxLimits(output_kb=64, wall_s=5))
-    assert flood.passed == 0 and not flood.timed_out and "output limit exceeded" in flood.errors[0]
-    assert len(flood.stderr) <= 4000
+    # debug output is drained and only its tail kept: endless printing just runs out of time
+    assert flood.passed == 0 and not flood.timed_out and "timed out" in flood.errors[0]
+    assert 0 < len(flood.stderr) <= 4000 and flood.stderr.endswith("x\n")
     io_flood = run_python("while True:\n    print('x' * 1000)\n", [{"input": "", "output": "x"}],
                           limits=SandboxLimits(output_kb=64, wall_s=5))
     assert io_flood.passed == 0 and "output limit exceeded" in io_flood.errors[0]

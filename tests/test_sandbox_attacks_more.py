@@ -96,9 +96,9 @@ def host_untouched():
 # exception (`assert r == x, r`, a dict lookup's KeyError) then kills the harness, and
 # run_python raises SandboxError("the sandbox harness failed") for a program's behaviour,
 # losing every test it had passed.
-# the program swaps the runner's encoder for one value (serve() looks `_result` up at each call)
-BIG_HEX_REPLY = ("import sys\nrunner = sys.modules['__main__']\n_encode = runner._result\n"
-                 "runner._result = lambda v: '0x' + 'f' * 5000 if v == 'BIG' else _encode(v)\n"
+# the program swaps the runner's encoder for one value (serve() looks `encode` up at each call)
+BIG_HEX_REPLY = ("import sys\nrunner = sys.modules['__main__']\n_encode = runner.encode\n"
+                 "runner.encode = lambda v: '0x' + 'f' * 5000 if v == 'BIG' else _encode(v)\n"
                  "def add(a, b):\n    return 'BIG' if (a, b) == (1, 2) else a + b\n")
 UNPRINTABLE = {
     "assert_message_is_the_value": "r = add(1, 2)\nassert r == 3, r",
@@ -395,11 +395,17 @@ def test_a_text_block_before_the_solution_is_not_taken_for_code():
     assert code_tests(completion, {"tests": [{"input": "3\n1 2 3\n", "output": "6"}]}, wall_s=4.0, test_s=1.0) == 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="documented (docs/rewards.md): the program is 'its last fenced code block', "
-                   "so a usage example after the solution is what runs")
+@pytest.mark.xfail(strict=True, reason="documented (docs/rewards.md): without an entry_point the program is the "
+                   "last fenced code block, so a usage example after the solution is what runs")
 def test_a_usage_example_after_the_solution_is_not_the_program():
     completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # 3\n```\n")
     assert code_tests(completion, {"tests": ["assert add(1, 2) == 3"]}, wall_s=4.0, test_s=1.0) == 1.0
+
+
+def test_with_an_entry_point_the_block_that_defines_it_is_the_program():
+    completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # 3\n```\n")
+    sample = {"tests": ["assert add(1, 2) == 3"], "entry_point": "add"}
+    assert code_tests(completion, sample, wall_s=4.0, test_s=1.0) == 1.0
 
 
 # ================================================================ E. honest programs, statement tests

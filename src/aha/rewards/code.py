@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HARNESS = Path(__file__).with_name("sandbox_harness.py")
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 class SandboxError(RuntimeError):
@@ -65,10 +64,46 @@ class SandboxResult:
         return self.passed / self.total if self.total else 0.0
 
 
-def extract_code(completion: str) -> str:
-    """The last fenced code block (```python, ```py or bare ```), else the whole text."""
-    blocks = _FENCE.findall(completion)
-    return blocks[-1] if blocks else completion
+PYTHON_FENCES = ("", "python", "python3", "py")
+
+
+def code_blocks(completion: str) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block, fences paired line by line: a closing fence is
+    a line of ``` alone (or ending a code line), so the closing fence of a ```text block is
+    never read as the opening of another. A block left open at the end runs to the end."""
+    blocks, language, lines = [], None, []
+    for line in completion.splitlines():
+        stripped = line.strip()
+        if language is None:
+            if stripped.startswith("```"):
+                language, lines = stripped[3:].strip().lower(), []
+        elif stripped.endswith("```"):
+            before = line[:line.rindex("```")]
+            if before.strip():
+                lines.append(before)
+            blocks.append((language, "\n".join(lines) + "\n"))
+            language = None
+        else:
+            lines.append(line)
+    if language is not None:
+        blocks.append((language, "\n".join(lines) + "\n"))
+    return blocks
+
+
+def extract_code(completion: str, entry_point: str | list[str] | None = None) -> str:
+    """The program in a completion: the last ```python, ```py or bare ``` block (the last one
+    that defines the entry point, when one is named, so a usage example written after the
+    solution is not taken for it), else the whole text."""
+    blocks = [code for language, code in code_blocks(completion) if language in PYTHON_FENCES]
+    if not blocks:
+        return completion
+    names = [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
+    if names:
+        defining = [code for code in blocks
+                    if any(re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(n)}\b", code, re.MULTILINE) for n in names)]
+        if defining:
+            return defining[-1]
+    return blocks[-1]
 
 
 def _check_tests(tests) -> None:
@@ -187,6 +222,7 @@ def code_tests(completion: str, sample: dict, partial_credit: bool = True, wall_
         raise SandboxError(f"sample {sample.get('id', '?')} has no 'tests' field for code_tests")
     limits = SandboxLimits(wall_s=wall_s, test_s=test_s, cpu_s=cpu_s, memory_mb=memory_mb, output_kb=output_kb,
                            disk_mb=disk_mb, extra_read=tuple(extra_read))
-    result = run_python(extract_code(completion), sample["tests"], sample.get("setup", ""), limits,
+    program = extract_code(completion, sample.get("entry_point"))
+    result = run_python(program, sample["tests"], sample.get("setup", ""), limits,
                         entry_point=sample.get("entry_point"))
     return result.fraction if partial_credit else float(result.passed == result.total)

@@ -1,15 +1,19 @@
 """Plain data across the sandbox's pipe: values are written as Python literals and read back
 by a strict decoder that builds only builtin values (ints, floats with inf and nan, complex,
-str, bytes, bool, None, tuples, lists, dicts, sets, frozensets). Nothing the candidate sends
-can run code or lie about equality on the harness side: the harness compares its own objects.
+str, bytes, bool, None, tuples, lists, dicts, sets, frozensets) and the standard library's
+exact numbers (Fraction, Decimal). Nothing the candidate sends can run code or lie about
+equality on the harness side: the harness compares its own objects.
 
 Standard library only: the sandbox runner imports this file inside the sandbox.
 """
 
 import ast
 import math
+from collections.abc import ItemsView, Iterator, KeysView, ValuesView
+from decimal import Decimal
+from fractions import Fraction
 
-MAX_LITERAL = 1 << 20  # characters; a longer value is refused, not parsed
+MAX_LITERAL = 8 << 20  # characters; a longer value is refused, not parsed
 
 
 class CodecError(ValueError):
@@ -25,6 +29,14 @@ def _as_builtin(value):
     other side builds its own objects from the literal and never sees this one."""
     if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
         return value.tolist()
+    if isinstance(value, (KeysView, ItemsView)):  # compare like sets
+        return set(value)
+    if isinstance(value, (Iterator, ValuesView, range)):  # generators, map, zip, reversed, ...
+        return list(value)
+    if isinstance(value, Fraction):
+        return Fraction(int(value.numerator), int(value.denominator))
+    if isinstance(value, Decimal):
+        return Decimal(str(value))
     for base in _BASES:
         if isinstance(value, base):
             if base in (int, float, str):
@@ -40,8 +52,14 @@ def encode(value, depth: int = 0) -> str:
     if depth > 100:
         raise CodecError("nested more than 100 levels")
     kind = type(value)
-    if value is None or kind in (bool, int, str, bytes):
+    if kind is int:
+        return repr(value) if abs(value).bit_length() < 10_000 else hex(value)  # str() of huge ints is refused
+    if value is None or kind in (bool, str, bytes):
         return repr(value)
+    if kind is Fraction:
+        return f"Fraction({encode(value.numerator)}, {encode(value.denominator)})"
+    if kind is Decimal:
+        return f"Decimal({str(value)!r})"
     if kind is float:
         return repr(value) if math.isfinite(value) else ("nan" if value != value else "inf" if value > 0 else "-inf")
     if kind is complex:
@@ -62,10 +80,10 @@ _NAMES = {"inf": math.inf, "nan": math.nan}
 _CONTAINERS = {"set": set, "frozenset": frozenset}
 
 
-def decode(text: str):
+def decode(text: str, limit: int = MAX_LITERAL):
     """The value of a literal written by `encode`; CodecError for anything else."""
-    if not isinstance(text, str) or len(text) > MAX_LITERAL:
-        raise CodecError("not a literal of at most %d characters" % MAX_LITERAL)
+    if not isinstance(text, str) or len(text) > limit:
+        raise CodecError("not a literal of at most %d characters" % limit)
     try:
         tree = ast.parse(text, mode="eval").body
         return _build(tree)
@@ -103,4 +121,8 @@ def _build(node):
             return _CONTAINERS[node.func.id](item for item in (args[0] if args else ()))
         if node.func.id == "complex" and len(args) == 2 and all(type(a) is float for a in args):
             return complex(*args)
+        if node.func.id == "Fraction" and len(args) == 2 and all(type(a) is int for a in args) and args[1]:
+            return Fraction(*args)
+        if node.func.id == "Decimal" and len(args) == 1 and type(args[0]) is str and len(args[0]) < 10_000:
+            return Decimal(args[0])
     raise CodecError(f"{type(node).__name__} is not plain data")

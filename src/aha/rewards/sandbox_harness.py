@@ -15,6 +15,7 @@ own interpreter (signals, tracing, patched builtins) stops a timeout.
 """
 
 import builtins
+import copy
 import json
 import keyword
 import os
@@ -31,7 +32,8 @@ from sandbox_codec import CodecError, decode, encode  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 START_GRACE_S = 3.0  # bubblewrap + interpreter start-up, on top of a test's own time
-MAX_FRAME = 2 << 20  # bytes in one reply from the candidate
+MAX_FRAME = 16 << 20  # bytes in one reply from the candidate
+MAX_REPLY = 12 << 20  # characters of one returned value's literal
 HARNESS_MEMORY = 4 << 30  # address space of this process: decoding is bounded by MAX_FRAME, this is a backstop
 BUILTIN_NAMES = frozenset(dir(builtins))
 LOG_TAIL = 4000
@@ -103,6 +105,9 @@ def bwrap_command(job: dict, in_fd: int, out_fd: int) -> list[str]:
                 "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp",
                 "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
                 "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8",
+                # one core per sandbox: numeric libraries must not start a thread per host CPU
+                "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
+                "--setenv", "MKL_NUM_THREADS", "1",
                 sys.executable, "-I", "-B", "/aha/sandbox_runner.py", str(in_fd), str(out_fd)]
     return command
 
@@ -131,7 +136,7 @@ class Sandbox:
         req_r, self.req_w = os.pipe()
         self.resp_r, resp_w = os.pipe()
         err_r, err_w = os.pipe()
-        self.log = Tail(job["output_bytes"])
+        self.log = Tail()  # debug output: drained and its tail kept, never a failure
         try:
             self.proc = subprocess.Popen(bwrap_command(job, req_r, resp_w), stdin=stdin,
                                          stdout=stdout if stdout is not None else err_w, stderr=err_w,
@@ -140,13 +145,14 @@ class Sandbox:
             for fd in (req_r, resp_w, err_w):
                 os.close(fd)
         self.err_r = err_r
-        self.buffer = b""
+        self.buffer = bytearray()
         runner_job = {key: job[key] for key in ("code", "setup", "cpu_s", "memory_bytes", "output_bytes",
-                                                "extra_read", "allow_weaker")}
+                                                "disk_bytes", "extra_read", "allow_weaker")}
         # as root, each sandbox gets an unprivileged uid of its own (no user has it; no two live
-        # sandboxes share it, since bubblewrap's pid is unique), so its thread limit is its own
-        uid = SANDBOX_UID_BASE + self.proc.pid
-        self._write(json.dumps({**runner_job, "mode": mode, "uid": uid}) + "\n")
+        # sandboxes share it, since bubblewrap's pid is unique), so its thread limit is its own;
+        # and one core, spread over the allowed ones by the same pid
+        pid = self.proc.pid
+        self._write(json.dumps({**runner_job, "mode": mode, "uid": SANDBOX_UID_BASE + pid, "cpu": pid}) + "\n")
 
     def _write(self, text: str) -> None:
         try:
@@ -162,7 +168,9 @@ class Sandbox:
     def read_message(self, deadline: float, extra: tuple = ()) -> dict:
         """The next JSON line from the runner, draining stderr meanwhile; TestTimeout past the
         deadline, CandidateError when the runner dies or sends something that is not a message."""
-        while b"\n" not in self.buffer:
+        scanned = 0
+        while (end := self.buffer.find(b"\n", scanned)) < 0:
+            scanned = len(self.buffer)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TestTimeout()
@@ -181,7 +189,8 @@ class Sandbox:
                         self.log.add(chunk)
                     else:
                         self.err_r = None
-        line, self.buffer = self.buffer.split(b"\n", 1)
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -206,12 +215,14 @@ class Sandbox:
         reply = self.read_message(deadline)
         if "value" in reply:
             try:
-                return decode(reply["value"])
+                return decode(reply["value"], MAX_REPLY)
             except CodecError as err:
                 raise CandidateError(f"{name} returned something that is not plain data: {err}") from None
         if isinstance(reply.get("raised"), str):
             cls = SAFE_EXCEPTIONS.get(reply["raised"], RemoteError)
             raise cls(str(reply.get("message", ""))[:300])
+        if "unsendable" in reply:
+            raise CandidateError(f"{name} returned something that is not plain data: {str(reply['unsendable'])[:300]}")
         raise CandidateError(f"{name}: the program sent a malformed reply")
 
     def kill(self) -> None:
@@ -249,46 +260,47 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip().splitlines()]
 
 
+def _stdin_file(text: str) -> int:
+    """The test's input as an in-memory file (not a pipe): `os.fstat(0).st_size` is its size,
+    as on a judge that redirects a file, and nothing here has to feed it while it runs."""
+    fd = os.memfd_create("stdin", 0)
+    data = text.encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def run_io_test(job: dict, test: dict, limit: float, report_missing) -> str | None:
     """A fresh sandbox runs the program on the test's input; None if its output matches."""
-    stdin_r, stdin_w = os.pipe()
+    stdin = _stdin_file(str(test["input"]))
     stdout_r, stdout_w = os.pipe()
     try:
-        sandbox = Sandbox(job, "main", stdin=stdin_r, stdout=stdout_w)
+        sandbox = Sandbox(job, "main", stdin=stdin, stdout=stdout_w)
     finally:
-        os.close(stdin_r)
+        os.close(stdin)
         os.close(stdout_w)
-    output, pending = b"", str(test["input"]).encode()
+    output = bytearray()
     try:
-        start = time.monotonic()
-        report_missing(check_confined(sandbox, job, start + START_GRACE_S))
+        report_missing(check_confined(sandbox, job, time.monotonic() + START_GRACE_S))
         deadline = time.monotonic() + limit
-        os.set_blocking(stdin_w, False)
         readers = [stdout_r, sandbox.err_r]
         while readers:
             left = deadline - time.monotonic()
             if left <= 0:
                 return f"timed out after {limit:g} s"
-            writers = [stdin_w] if stdin_w is not None else []
-            ready_r, ready_w, _ = select.select([r for r in readers if r is not None], writers, [], left)
-            if ready_w:
-                try:
-                    pending = pending[os.write(stdin_w, pending):]
-                except BrokenPipeError:
-                    pending = b""
-                if not pending:
-                    os.close(stdin_w)
-                    stdin_w = None
-            for fd in ready_r:
+            ready, _, _ = select.select(readers, [], [], left)
+            for fd in ready:
                 chunk = os.read(fd, 65536)
-                if fd == stdout_r:
+                if not chunk:
+                    readers.remove(fd)
+                elif fd == stdout_r:
                     output += chunk
                     if len(output) > job["output_bytes"]:
                         return "output limit exceeded"
-                elif chunk:
+                else:
                     sandbox.log.add(chunk)
-                if not chunk:
-                    readers.remove(fd)
         try:
             code = sandbox.proc.wait(timeout=max(0.01, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -298,8 +310,6 @@ def run_io_test(job: dict, test: dict, limit: float, report_missing) -> str | No
         got = output.decode("utf-8", "replace")
         return None if _lines(got) == _lines(str(test["output"])) else f"wrong output: {got[:200]!r}"
     finally:
-        if stdin_w is not None:
-            os.close(stdin_w)
         os.close(stdout_r)
         sandbox.kill()
 
@@ -310,9 +320,13 @@ class Program:
     def __init__(self, job: dict, report_missing):
         self.job, self.report_missing = job, report_missing
         self.sandbox: Sandbox | None = None
-        self.names: dict = {}
+        self.functions: set[str] = set()
+        self.values: dict = {}  # plain-data globals, decoded once per start
         self.deadline = 0.0
         self.failed: str | None = None  # the program itself raised before the tests: no restart helps
+        # a timeout or a broken program during a test: the test fails even if its code caught
+        # the exception (`try: f(x)` / `except: pass`, written to expect an error)
+        self.broken: BaseException | None = None
 
     def start(self, limit: float) -> None:
         if self.failed is not None:
@@ -323,31 +337,41 @@ class Program:
         if ready.get("ready") is not True or not isinstance(ready.get("names"), dict):
             self.failed = f"the program failed before the tests: {str(ready.get('error'))[:300]}"
             raise CandidateError(self.failed)
-        self.names = ready["names"]
+        self.functions, self.values = set(), {}
+        for name, info in ready["names"].items():
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("__") \
+                    or keyword.iskeyword(name) or not isinstance(info, dict):
+                continue
+            if info.get("callable") is True:
+                self.functions.add(name)
+            elif isinstance(info.get("value"), str):
+                try:
+                    self.values[name] = decode(info["value"])
+                except CodecError:
+                    continue
+
+    def lookup(self, name: str):
+        """The program's function (as a proxy) or plain value named `name`; KeyError if none."""
+        if name in self.functions:
+            return self.proxy(name)
+        return copy.deepcopy(self.values[name])  # each test gets its own copy to mutate
 
     def namespace(self) -> dict:
         """The program's names as the tests see them. A name of a Python builtin is left out,
         so `def abs(x): return 0` cannot change what `abs(...)` means in a test."""
-        namespace = {}
-        for name, info in self.names.items():
-            if not isinstance(name, str) or not name.isidentifier() or not isinstance(info, dict):
-                continue
-            if name in BUILTIN_NAMES or keyword.iskeyword(name):
-                continue
-            if info.get("callable") is True:
-                namespace[name] = self.proxy(name)
-            elif isinstance(info.get("value"), str):
-                try:
-                    namespace[name] = decode(info["value"])
-                except CodecError:
-                    continue
-        return namespace
+        return {name: self.lookup(name) for name in (*self.functions, *self.values) if name not in BUILTIN_NAMES}
 
     def proxy(self, name: str):
         def call(*args, **kwargs):
+            if self.broken is not None:
+                raise self.broken
             if self.sandbox is None:
                 raise CandidateError("the program is not running")
-            return self.sandbox.call(name, args, kwargs, self.deadline)
+            try:
+                return self.sandbox.call(name, args, kwargs, self.deadline)
+            except (TestTimeout, CandidateError) as err:
+                self.broken = err
+                raise
 
         call.__name__ = call.__qualname__ = name
         return call
@@ -367,25 +391,37 @@ def run_statement(program: Program, job: dict, statement: str, index: int, limit
     if program.sandbox is None:
         program.start(limit)
     program.deadline = time.monotonic() + limit
+    program.broken = None
     # the program's names first, then setup over them: what setup defines (imports, helpers
     # such as HumanEval's poly) is the task's, and the program cannot replace it. With an
-    # entry point, only those names come from the program, after setup (whose stub of the
-    # entry point, e.g. HumanEval's prompt, they replace).
-    names = program.namespace()
+    # entry point, only those names come from the program (a builtin's name included: the
+    # task asked for it), after setup, whose stub of the entry point (HumanEval's prompt)
+    # they replace.
     entry_points = job.get("entry_point") or []
-    namespace = {"__name__": "__test__"} if entry_points else {**names, "__name__": "__test__"}
+    namespace = {"__name__": "__test__"} if entry_points else {**program.namespace(), "__name__": "__test__"}
     exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
     for name in entry_points:
-        if name in names:
-            namespace[name] = names[name]
-        else:
+        try:
+            namespace[name] = program.lookup(name)
+        except KeyError:
             namespace.pop(name, None)  # never the task's own stub in place of the program's function
     signal.setitimer(signal.ITIMER_REAL, limit + 0.05)  # the test's own code (trusted) also has a deadline
     try:
         exec(compile(statement, f"test_{index}", "exec"), namespace)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+    if program.broken is not None:
+        raise program.broken
     return None
+
+
+def _describe(err: BaseException) -> str:
+    """`Type: message`, whatever the message holds (str() of a 5,000-digit int raises)."""
+    try:
+        message = str(err)[:200]
+    except BaseException:  # noqa: BLE001
+        message = "(unprintable message)"
+    return f"{type(err).__name__}: {message}"
 
 
 def run_tests(job: dict, emit) -> None:
@@ -409,16 +445,14 @@ def run_tests(job: dict, emit) -> None:
                     error = run_statement(program, job, str(test), i, limit)
             except SetupFailure:
                 raise
-            except TestTimeout:
-                error = f"timed out after {limit:g} s"
-                program.stop()  # the program may still be busy: the next test gets a fresh one
-            except CandidateError as err:
-                error = str(err)
+            except (TestTimeout, CandidateError) as err:
+                timed_out = isinstance(err, TestTimeout)
+                error = f"timed out after {limit:g} s" if timed_out else _describe(err).split(": ", 1)[1]
                 if program.sandbox is not None:
                     log.add(program.sandbox.log.data)
-                program.stop()
+                program.stop()  # it may still be busy, or be gone: the next test gets a fresh one
             except BaseException as err:  # noqa: BLE001 - a failing test, whatever it raised
-                error = f"{type(err).__name__}: {str(err)[:200]}"
+                error = _describe(err)
             emit({"test": i, "ok": error is None, "error": error})
     finally:
         if program.sandbox is not None:

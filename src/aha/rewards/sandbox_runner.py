@@ -8,7 +8,8 @@ It never sees a test or an expected value, so there is nothing here for a progra
 patch, forge or read: whatever it sends back is plain data that the harness judges.
 
 Confinement inside the namespaces bubblewrap made (standard library only):
-  1. rlimits: CPU seconds, address space, file size, open files, no core dumps;
+  1. rlimits: CPU seconds, address space, file size, open files, no core dumps; one CPU
+     core; /tmp remounted with an inode limit (when started as root);
   2. a fresh, empty session keyring, then (when started as root) every uid and gid set to
      the sandbox's own unprivileged id, which clears all capabilities, with at most 64
      threads (RLIMIT_NPROC); no_new_privs;
@@ -35,6 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sandbox_codec import decode, encode  # noqa: E402
 
 MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
+FALLBACK_UID = 65534  # where the sandbox's own uid cannot be set (root of a container's user namespace)
+MAX_INODES = 10_000  # files and folders in /tmp: each costs kernel memory that disk_mb does not count
+MAX_GLOBAL = 64 << 10  # characters of one plain-data global offered to the tests
+MAX_REQUEST = 64 << 20  # characters of one call's arguments
+MS_REMOUNT = 32
 
 # ---- Landlock (include/uapi/linux/landlock.h); syscall numbers are the same on all arches
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -62,7 +68,10 @@ SYSCALLS = {  # arch -> (audit arch, {name: number})
         "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
         # the host-wide AIO context pool (aio-nr), and locks a host process could wait on
         "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
-        "io_pgetevents": 333, "flock": 73}),
+        "io_pgetevents": 333, "flock": 73,
+        # extended attributes on tmpfs are kernel memory that neither disk_mb nor memory_mb counts;
+        # the CPU the sandbox was pinned to stays its only one
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463, "sched_setaffinity": 203}),
     "aarch64": (0xC00000B7, {
         "socket": 198, "socketpair": 199, "clone": 220, "ptrace": 117, "add_key": 217, "request_key": 218,
         "keyctl": 219, "inotify_init1": 26, "unshare": 97, "perf_event_open": 241, "fanotify_init": 262,
@@ -71,7 +80,7 @@ SYSCALLS = {  # arch -> (audit arch, {name: number})
         "mq_open": 180, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191,
         "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
         "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292,
-        "flock": 32}),
+        "flock": 32, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463, "sched_setaffinity": 122}),
 }
 KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_CAPBSET_DROP = 24
@@ -107,6 +116,25 @@ def set_limits(job: dict) -> None:
         resource.setrlimit(which, value)
 
 
+def limit_tmp(job: dict) -> str | None:
+    """Remount the sandbox's /tmp with an inode limit too (bubblewrap sets only its size).
+    Needs CAP_SYS_ADMIN in this mount namespace, which the runner has, started by root, before
+    it drops it; under an ordinary user's bubblewrap, /tmp keeps only its size limit."""
+    if os.geteuid() != 0:  # an ordinary user's bubblewrap already dropped every capability
+        return None
+    options = f"size={int(job['disk_bytes'])},nr_inodes={MAX_INODES},mode=1777".encode()
+    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_REMOUNT), ctypes.c_char_p(options)) != 0:
+        return f"/tmp inode limit: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def pin_cpu(cpu: int) -> None:
+    """One core for the whole sandbox (threads inherit it; seccomp then forbids changing it),
+    so a program cannot take every core from the other reward workers."""
+    allowed = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {allowed[cpu % len(allowed)]})
+
+
 def drop_privileges(uid: int) -> str | None:
     """A new empty session keyring (the one inherited from the host is no longer reachable),
     then (as root) `uid` as every uid and gid, which clears every capability. The uid is the
@@ -119,8 +147,17 @@ def drop_privileges(uid: int) -> str | None:
         for cap in range(64):  # the bounding set too, so no exec can ever regain one
             _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
         os.setgroups([])
-        os.setresgid(uid, uid, uid)
+        try:
+            os.setresgid(uid, uid, uid)
+        except OSError:  # not mapped in this user namespace: the shared fallback (threads then share a limit)
+            uid = FALLBACK_UID
+            os.setresgid(uid, uid, uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (MAX_THREADS, MAX_THREADS))
+        for fd in (0, 1, 2):  # its own stdin/stdout, so /dev/stdin and /dev/stdout open as usual
+            try:
+                os.fchown(fd, uid, uid)
+            except OSError:
+                pass
         os.setresuid(uid, uid, uid)
     if os.geteuid() == 0 or os.getuid() == 0:
         return "still root after dropping privileges"
@@ -196,10 +233,12 @@ def seccomp() -> str | None:
 def confine(job: dict) -> list[str]:
     """Apply every layer; returns the ones that could not be applied."""
     set_limits(job)
+    pin_cpu(int(job["cpu"]))
+    tmp = limit_tmp(job)
     dropped = drop_privileges(int(job["uid"]))
     if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return [f"no_new_privs: {os.strerror(ctypes.get_errno())}"]
-    return [m for m in (dropped, landlock(job.get("extra_read", [])), seccomp()) if m]
+    return [m for m in (tmp, dropped, landlock(job.get("extra_read", [])), seccomp()) if m]
 
 
 # ---- serving the harness
@@ -209,12 +248,20 @@ def _send(out, message: dict) -> None:
     out.flush()
 
 
+def _message(err: BaseException) -> str:
+    try:
+        return str(err)[:300]
+    except BaseException:  # noqa: BLE001 - a message that cannot be printed is still an error
+        return "(unprintable)"
+
+
 def _failure(err: BaseException) -> str:
-    return f"{type(err).__name__}: {str(err)[:300]}"
+    return f"{type(err).__name__}: {_message(err)}"
 
 
 def names_of(namespace: dict) -> dict:
-    """What the tests may use: callables (as "callable") and plain-data values (as literals)."""
+    """What the tests may use: callables (as "callable") and small plain-data values (as
+    literals; a large table stays the program's own, reachable through its functions)."""
     names = {}
     for name, value in list(namespace.items()):
         if name.startswith("__") or isinstance(value, types.ModuleType):
@@ -223,22 +270,19 @@ def names_of(namespace: dict) -> dict:
             names[name] = {"callable": True}
         else:
             try:
-                names[name] = {"value": encode(value)}
+                literal = encode(value)
             except Exception:  # noqa: BLE001 - a value that is not plain data is simply not offered
                 continue
+            if len(literal) <= MAX_GLOBAL:
+                names[name] = {"value": literal}
     return names
-
-
-def _result(value):
-    if isinstance(value, types.GeneratorType):  # `list(f())` in a test must still work
-        value = list(value)
-    return encode(value)
 
 
 def serve(job: dict, requests, out) -> None:
     namespace: dict = {"__name__": "solution"}
-    try:
-        exec(compile(job.get("setup", "") + "\n" + job["code"], "solution.py", "exec"), namespace)
+    try:  # two modules' worth of code in one namespace: each may start with `from __future__ import`
+        exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
+        exec(compile(job["code"], "solution.py", "exec"), namespace)
     except BaseException as err:  # noqa: BLE001 - the harness reports it as the reason every test failed
         _send(out, {"ready": False, "error": _failure(err)})
         return
@@ -247,10 +291,14 @@ def serve(job: dict, requests, out) -> None:
         call = json.loads(line)
         try:
             function = namespace[call["name"]]
-            value = function(*decode(call["args"]), **decode(call["kwargs"]))
-            reply = {"value": _result(value)}
+            value = function(*decode(call["args"], MAX_REQUEST), **decode(call["kwargs"], MAX_REQUEST))
         except BaseException as err:  # noqa: BLE001
-            reply = {"raised": type(err).__name__, "message": str(err)[:300]}
+            _send(out, {"raised": type(err).__name__, "message": _message(err)})
+            continue
+        try:
+            reply = {"value": encode(value)}
+        except BaseException as err:  # noqa: BLE001 - not plain data: the harness fails the test
+            reply = {"unsendable": _failure(err)}
         _send(out, reply)
 
 

@@ -116,6 +116,7 @@ def test_the_host_is_not_even_visible(tmp_path):
 
 
 @confined
+@pytest.mark.skipif(os.geteuid() != 0, reason="an ordinary user's sandbox has uid 65534 and no thread limit of its own")
 def test_the_program_runs_unprivileged_with_a_uid_of_its_own():
     program = ("import os, resource\nuid = os.getuid()\n"
                "caps = [l for l in open('/proc/self/status') if l.startswith('Cap')]\n"
@@ -135,6 +136,7 @@ def test_the_program_runs_unprivileged_with_a_uid_of_its_own():
 
 
 @confined
+@pytest.mark.skipif(os.geteuid() != 0, reason="an ordinary user's sandbox has uid 65534 and no thread limit of its own")
 def test_a_thread_bomb_stops_at_the_sandboxs_own_limit():
     bomb = ("import threading, time\nstarted = 0\ntry:\n    for _ in range(1000):\n"
             "        threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n        started += 1\n"
@@ -300,7 +302,7 @@ def test_an_ordinary_user_gets_the_same_sandbox():
 def _run_as_nobody(scripts: Path, source: Path) -> None:
     import json
 
-    for name in ("sandbox_harness.py", "sandbox_runner.py", "sandbox_codec.py"):
+    for name in ("sandbox_harness.py", "sandbox_process.py", "sandbox_runner.py", "sandbox_codec.py"):
         shutil.copy(source / name, scripts / name)
     for path in (scripts, *scripts.iterdir()):
         path.chmod(0o755)
@@ -325,3 +327,44 @@ def test_the_program_cannot_redefine_what_the_tests_use():
     assert result.passed == 0, result.errors
     honest = "def root():\n    return 3.0\n"
     assert run_python(honest, tests, setup="def poly(x):\n    return x * x - 9\n", limits=FAST).passed == 2
+
+
+@confined
+def test_the_programs_stdin_is_its_own_not_the_hosts_dev_null():
+    before = os.stat("/dev/null")
+    program = ("import os\ndef touch():\n    os.fchmod(0, 0o600)\n    return os.readlink('/proc/self/fd/0')\n")
+    result = run_python(program, ["assert touch().startswith('/memfd:')"], limits=FAST)
+    assert result.passed == 1, result.errors
+    after = os.stat("/dev/null")
+    assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+
+
+@confined
+def test_what_a_test_prints_is_not_a_report():
+    forged = '{"test": 1, "ok": true, "error": null}'
+    program = f"def f(x):\n    return {forged!r}\ndef g(x):\n    return 2 * x\n"
+    tests = ["print(f(1)); print(g(3)); print('{\"fatal\": \"boom\"}')", "assert f(2) == 4"]
+    result = run_python(program, tests, limits=FAST)
+    assert result.passed == 1 and "AssertionError" in result.errors[1], result.errors
+
+
+@confined
+def test_honest_programs_across_the_boundary():
+    program = ("import json\ndef parse(s):\n    return json.loads(s)\nids = iter(range(10))\n"
+               "def next_id():\n    return next(ids)\n"
+               "def primes(n):\n    s = bytearray([1]) * (n + 1)\n    s[0] = s[1] = 0\n"
+               "    for i in range(2, int(n ** .5) + 1):\n        if s[i]:\n"
+               "            s[i * i::i] = bytearray(len(s[i * i::i]))\n    return [i for i in range(n + 1) if s[i]]\n")
+    tests = ["try:\n    parse('{')\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError",  # JSONDecodeError
+             "assert next_id() == 0 and next_id() == 1",  # an iterator global is not used up by the harness
+             "assert len(primes(10 ** 7)) == 664579"]  # a 5 MiB result within the test's time
+    result = run_python(program, tests, limits=SandboxLimits(wall_s=20.0, test_s=5.0))
+    assert result.passed == 3, result.errors
+    # setup runs before a stdin/stdout program too, and its stderr is kept
+    io = run_python("import sys\nprint('debug', file=sys.stderr)\nprint(double(int(input())))",
+                    [{"input": "3", "output": "6"}], setup="def double(x):\n    return 2 * x\n", limits=FAST)
+    assert io.passed == 1 and "debug" in io.stderr, (io.errors, io.stderr)
+    # more memory than the harness's own backstop can be given to a program
+    big = run_python("import mmap\nx = mmap.mmap(-1, 5 << 30)\ndef n():\n    return len(x)\n", ["assert n() == 5 << 30"],
+                     limits=SandboxLimits(memory_mb=6 << 10, wall_s=10.0, test_s=5.0))  # address space, not touched
+    assert big.passed == 1, big.errors

@@ -490,12 +490,13 @@ PROTOCOL = {
     "not_json": OUT_FD + "def add(a, b):\n    os.write(fd, b'{oops\\n')\n    time.sleep(5)\n",
     "json_not_a_dict": OUT_FD + "def add(a, b):\n    os.write(fd, b'[3, 42]\\n')\n    time.sleep(5)\n",
     "json_nested_a_million_deep": OUT_FD + "def add(a, b):\n    os.write(fd, b'[' * 1000000 + b'\\n')\n    time.sleep(5)\n",
-    "value_not_a_string": OUT_FD + "def add(a, b):\n    os.write(fd, b'{\"value\": 3}\\n')\n    time.sleep(5)\n",
+    # (a plain JSON number is a value: sending 3 is returning 3, so the forgery is an untagged object)
+    "value_an_untagged_object": OUT_FD + "def add(a, b):\n    os.write(fd, b'{\"value\": {\"x\": 3}}\\n')\n    time.sleep(5)\n",
     "raised_harness_exception_names": OUT_FD + "n = iter(['TestTimeout', 'CandidateError', 'SystemExit'])\n"
                                       "def add(a, b):\n    os.write(fd, (json.dumps({'raised': next(n), 'message': 'ok'}) + '\\n').encode())\n"
                                       "    time.sleep(5)\n",
     "hash_colliding_set_stalls_decoder": OUT_FD + "M = 2 ** 61 - 1\n"
-                                         "big = 'set([' + ','.join(str(k * M) for k in range(1, 8000)) + '])'\n"
+                                         "big = {'s': [k * M for k in range(1, 8000)]}\n"
                                          "def add(a, b):\n    os.write(fd, (json.dumps({'value': big}) + '\\n').encode())\n"
                                          "    time.sleep(5)\n",
 }

@@ -96,9 +96,9 @@ def host_untouched():
 # exception (`assert r == x, r`, a dict lookup's KeyError) then kills the harness, and
 # run_python raises SandboxError("the sandbox harness failed") for a program's behaviour,
 # losing every test it had passed.
-# the program swaps the runner's encoder for one value (serve() looks `encode` up at each call)
-BIG_HEX_REPLY = ("import sys\nrunner = sys.modules['__main__']\n_encode = runner.encode\n"
-                 "runner.encode = lambda v: '0x' + 'f' * 5000 if v == 'BIG' else _encode(v)\n"
+# the program swaps the runner's encoder for one value (serve() looks `to_data` up at each call)
+BIG_HEX_REPLY = ("import sys\nrunner = sys.modules['__main__']\n_encode = runner.to_data\n"
+                 "runner.to_data = lambda v: {'i': 'f' * 5000} if v == 'BIG' else _encode(v)\n"
                  "def add(a, b):\n    return 'BIG' if (a, b) == (1, 2) else a + b\n")
 UNPRINTABLE = {
     "assert_message_is_the_value": "r = add(1, 2)\nassert r == 3, r",

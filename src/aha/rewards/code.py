@@ -5,7 +5,7 @@ The program and the tests never share an interpreter. A harness process
 in a separate process inside bubblewrap (aha/rewards/sandbox_runner.py): an empty root with
 the interpreter and /usr read-only, a size-limited /tmp, its own pid, IPC, network, UTS and
 cgroup namespaces, uid 65534 without capabilities, rlimits, Landlock and seccomp. They
-exchange plain data over pipes (aha/rewards/sandbox_codec.py), and every wait has a
+exchange plain data over pipes (tagged JSON, aha/rewards/sandbox_codec.py), and every wait has a
 deadline kept by the harness. The parent here kills the harness and everything it started
 at `wall_s`. Only tests the harness reports as passed count.
 
@@ -181,7 +181,9 @@ def _parse(out: str, err: str, total: int, timed_out: bool, exit_code: int) -> S
     for line in out.splitlines():
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if not isinstance(record, dict):
             continue
         if "fatal" in record:
             raise SandboxError(record["fatal"])
@@ -190,10 +192,13 @@ def _parse(out: str, err: str, total: int, timed_out: bool, exit_code: int) -> S
         elif "log" in record:
             result.stderr = record["log"]
         elif isinstance(record.get("test"), int) and 0 <= record["test"] < total:
-            if record["ok"]:
-                passed.add(record["test"])
+            index = record["test"]
+            if index in passed or index in result.errors:
+                continue  # one result a test; the harness writes exactly one
+            if record.get("ok") is True:
+                passed.add(index)
             else:
-                result.errors[record["test"]] = str(record["error"])
+                result.errors[index] = str(record.get("error"))
     if not timed_out and exit_code != 0:
         raise SandboxError(f"the sandbox harness failed (exit {exit_code}): {err[-1500:]}")
     result.passed = len(passed)

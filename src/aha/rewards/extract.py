@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+# a number with its commas ("1,200", "1,2,3"); to_float reads it only when they separate thousands
+NUMBER = r"-?\d+(?:,\d+)*(?:\.\d+)?"
 _NUMBER = re.compile(NUMBER)
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
@@ -185,9 +187,16 @@ def units_differ(predicted: str, reference: str) -> bool:
 
 
 def to_float(text: str | None) -> float | None:
+    """The number a text is ("$1,200" -> 1200.0), else None. A comma only separates thousands:
+    "1,2" and "1,2,3" are lists, not one number."""
     if text is None:
         return None
+    text = text.replace("$", "").strip()
+    if "," in text:
+        if not _THOUSANDS.fullmatch(text):
+            return None
+        text = text.replace(",", "")
     try:
-        return float(text.replace(",", "").replace("$", "").strip())
+        return float(text)
     except ValueError:
         return None

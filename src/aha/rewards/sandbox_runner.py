@@ -3,7 +3,7 @@
 itself, then either
   - "main": runs the program as __main__ on its real stdin/stdout (stdin/stdout tests), or
   - "serve": runs the program once, tells the harness its top-level names, then answers
-    calls (function name, arguments as literals) with return values as literals.
+    calls (function name, arguments as tagged JSON) with return values the same way.
 It never sees a test or an expected value, so there is nothing here for a program to
 patch, forge or read: whatever it sends back is plain data that the harness judges.
 
@@ -27,19 +27,20 @@ import json
 import os
 import platform
 import resource
+import stat
 import struct
 import sys
 import traceback
 import types
+from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sandbox_codec import decode, encode  # noqa: E402
+from sandbox_codec import from_data, to_data  # noqa: E402
 
 MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
 FALLBACK_UID = 65534  # where the sandbox's own uid cannot be set (root of a container's user namespace)
 MAX_INODES = 10_000  # files and folders in /tmp: each costs kernel memory that disk_mb does not count
 MAX_GLOBAL = 64 << 10  # characters of one plain-data global offered to the tests
-MAX_REQUEST = 64 << 20  # characters of one call's arguments
 MS_REMOUNT = 32
 
 # ---- Landlock (include/uapi/linux/landlock.h); syscall numbers are the same on all arches
@@ -153,9 +154,11 @@ def drop_privileges(uid: int) -> str | None:
             uid = FALLBACK_UID
             os.setresgid(uid, uid, uid)
         resource.setrlimit(resource.RLIMIT_NPROC, (MAX_THREADS, MAX_THREADS))
-        for fd in (0, 1, 2):  # its own stdin/stdout, so /dev/stdin and /dev/stdout open as usual
-            try:
-                os.fchown(fd, uid, uid)
+        for fd in (0, 1, 2):  # its own stdin/stdout, so /dev/stdin and /dev/stdout open as usual;
+            try:  # only the pipes and in-memory files the harness made, never a device or a host file
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:")):
+                    os.fchown(fd, uid, uid)
             except OSError:
                 pass
         os.setresuid(uid, uid, uid)
@@ -261,7 +264,7 @@ def _failure(err: BaseException) -> str:
 
 def names_of(namespace: dict) -> dict:
     """What the tests may use: callables (as "callable") and small plain-data values (as
-    literals; a large table stays the program's own, reachable through its functions)."""
+    tagged JSON; a large table stays the program's own, reachable through its functions)."""
     names = {}
     for name, value in list(namespace.items()):
         if name.startswith("__") or isinstance(value, types.ModuleType):
@@ -269,12 +272,14 @@ def names_of(namespace: dict) -> dict:
         if callable(value):
             names[name] = {"callable": True}
         else:
+            if isinstance(value, Iterator):  # sending it would use it up for the program
+                continue
             try:
-                literal = encode(value)
+                data = to_data(value)
             except Exception:  # noqa: BLE001 - a value that is not plain data is simply not offered
                 continue
-            if len(literal) <= MAX_GLOBAL:
-                names[name] = {"value": literal}
+            if len(json.dumps(data)) <= MAX_GLOBAL:
+                names[name] = {"value": data}
     return names
 
 
@@ -291,12 +296,12 @@ def serve(job: dict, requests, out) -> None:
         call = json.loads(line)
         try:
             function = namespace[call["name"]]
-            value = function(*decode(call["args"], MAX_REQUEST), **decode(call["kwargs"], MAX_REQUEST))
-        except BaseException as err:  # noqa: BLE001
-            _send(out, {"raised": type(err).__name__, "message": _message(err)})
+            value = function(*from_data(call["args"]), **from_data(call["kwargs"]))
+        except BaseException as err:  # noqa: BLE001 - the class and its bases: the harness picks one it knows
+            _send(out, {"raised": [cls.__name__ for cls in type(err).__mro__], "message": _message(err)})
             continue
         try:
-            reply = {"value": encode(value)}
+            reply = {"value": to_data(value)}
         except BaseException as err:  # noqa: BLE001 - not plain data: the harness fails the test
             reply = {"unsendable": _failure(err)}
         _send(out, reply)
@@ -316,8 +321,10 @@ def main() -> None:
     requests.close()
     out.close()
     sys.argv = ["solution.py"]
+    namespace = {"__name__": "__main__"}
     try:
-        exec(compile(job["code"], "solution.py", "exec"), {"__name__": "__main__"})
+        exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
+        exec(compile(job["code"], "solution.py", "exec"), namespace)
     except SystemExit:
         raise
     except BaseException:  # noqa: BLE001 - like `python solution.py`: a traceback and exit status 1

@@ -111,14 +111,37 @@ def _parse_span(span: str, timeout: int) -> list:
     return _parse(f"${strip_unit(span)}$", timeout, first_match=True)
 
 
+_NEGATION_AFTER = re.compile(r"\b(?:not|never|wrong|incorrect)\b|n't\b", re.IGNORECASE)
+_NEGATION_BEFORE = re.compile(r"(?:\bnot|n't|\bnever)[\s$(]*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
 def _negated_fallback(text: str) -> bool:
-    """Without a stated answer, "12 is not the answer" / "it's not 12" refuse the last number."""
+    """Without a stated answer, "12 is not the answer" / "it's not 12" refuse the last number: a
+    negation right before it, or after it in its own sentence ("x = 12. Note this does not depend
+    on y." keeps it)."""
     numbers = list(re.finditer(NUMBER, text))
     if not numbers:
         return False
     last = numbers[-1]
-    return bool(re.search(r"\b(?:not|never|wrong|incorrect)\b|n't\b", text[last.end():], re.IGNORECASE)
-                or re.search(r"(?:\bnot|n't|\bnever)[\s$(]*$", text[:last.start()], re.IGNORECASE))
+    after = text[last.end():]
+    end = _SENTENCE_END.search(after)
+    return bool(_NEGATION_AFTER.search(after[:end.start()] if end else after)
+                or _NEGATION_BEFORE.search(text[:last.start()]))
+
+
+def _holds_math(span: str) -> bool:
+    """An answer line states an answer when it holds some math (a digit, an operator, a LaTeX
+    command, a lone letter), a leading "not" aside: "the answer is not obvious" states none."""
+    return _MATHY.search(re.sub(r"^\s*(?:not|never)\b", "", span, flags=re.IGNORECASE)) is not None
+
+
+def _is_text(reference: str, gold: list) -> bool:
+    """A reference is text when math-verify keeps only its text, or when it holds no math (a word:
+    "gif", "Paris", "yes", which math-verify reads as a product of letters, so gif = fig) and is
+    not a constant math-verify knows ("infinity")."""
+    values = [g for g in gold if not isinstance(g, str)]
+    return not values or (not _holds_math(reference) and any(getattr(v, "free_symbols", None) for v in values))
 
 
 def _percent_as_value(parsed: list, gold: list) -> list:
@@ -151,24 +174,27 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     "Answer:" line -- else math-verify's own extraction of the last expression. An empty box,
     an empty span or "the answer is not X" scores 0 with no fall back. Boxes side by side are
     one answer, a set. Units stated on both sides must agree; a percentage equals a plain number
-    only when the reference is a percentage. A reference that is not math is compared as text."""
+    only when the reference is a percentage. A reference that is not math (math-verify keeps only
+    its text, or a word such as "Paris") is compared as text."""
     from math_verify import verify
 
     reference = str(sample["answer"])
     gold = list(_parse_reference(reference, timeout_seconds))
-    gold_is_text = not any(not isinstance(g, str) for g in gold)
+    gold_is_text = _is_text(reference, gold)
     if gold_is_text and not _plain_text(reference):
         raise ValueError(f"reference answer {reference!r} could not be parsed as math")
     text = strip_hidden(completion)
-    # "the answer is correct" states no answer: a line counts when it holds math (or the reference is text)
-    found = [s for s in stated_answers(text) if s.form != "line" or s.negated or gold_is_text or _MATHY.search(s.text)]
+    # "the answer is correct" / "the answer is not obvious" state no answer: a line counts when it
+    # holds math (or the reference is text)
+    found = [s for s in stated_answers(text) if s.form != "line" or gold_is_text or _holds_math(s.text)]
+    if found and (found[-1].negated or not found[-1].text):
+        return 0.0
+    if gold_is_text:  # the stated answer, else the last line, as text
+        span = found[-1].text if found else (text.strip().splitlines() or [""])[-1]
+        return 1.0 if _plain_text(span) == _plain_text(reference) else 0.0
     if found:
         last = found[-1]
-        if last.negated or not last.text:
-            return 0.0
         span = last.text
-        if gold_is_text:
-            return 1.0 if _plain_text(span) == _plain_text(reference) else 0.0
         predicted = _parse(_box_run(text, found), timeout_seconds, first_match=True) if last.form == "boxed" \
             else _parse_span(span, timeout_seconds)
     else:

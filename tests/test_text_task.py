@@ -170,6 +170,30 @@ def test_bad_scorer_names_fail_before_any_model_loads(tmp_path):
         scorer_for(tmp_path, "reward=[]")
 
 
+def test_a_key_of_a_builtin_that_returns_a_number_is_a_config_error(tmp_path):
+    """Found when the scorer is built, before any model loads, not at the first held-out evaluation."""
+    with pytest.raises(RewardError) as caught:
+        scorer_for(tmp_path, "reward=[{fn: exact_match, name: exact}]", "eval.scorer=reward.exact/right")
+    assert str(caught.value).startswith("eval.scorer: 'reward.exact/right' names the key 'right' of reward 'exact', "
+                                        "but exact_match returns a number, not a dict")
+    assert "eval.scorer=reward.exact" in str(caught.value)
+
+
+def test_a_key_the_reward_did_not_return_is_named_with_the_keys_it_did(tmp_path):
+    """A user function shows what it returns only when it runs: the error is about the key, not a sample."""
+    typo = scorer_for(tmp_path, "reward=[{fn: 'rewards.py:graded'}]", "eval.scorer=reward.graded/rite")
+    with pytest.raises(ScorerError) as caught:
+        typo.score(["fig", "gif"], [GIF] * 2)
+    message = str(caught.value)
+    assert message.startswith("eval.scorer 'reward.graded/rite': reward 'graded' returned no key 'rite' "
+                              "(the keys it returned: 'close', 'right')")
+    assert "held-out sample" not in message and "test.jsonl:1" not in message
+    number = scorer_for(tmp_path, "reward=[{fn: 'rewards.py:brevity'}]", "eval.scorer=reward.brevity/short")
+    with pytest.raises(ScorerError, match=r"^eval.scorer 'reward.brevity/short': reward 'brevity' returned a number, "
+                                          r"not a dict with the key 'short'"):
+        number.score(["fig"], [GIF])
+
+
 def test_a_numeric_scorer_on_text_answers_stops_the_run_and_keeps_what_it_wrote(tmp_path, capsys):
     """The issue's crash: numeric_answer on 'fig'. The run stops at its first held-out eval
     with the key and the sample named; its checkpoint and metrics stay, and a resume with a

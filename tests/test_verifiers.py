@@ -22,6 +22,7 @@ from aha.rewards.extract import (
     strip_hidden,
     strip_unit,
     tagged,
+    to_float,
     unit_of,
     units_differ,
 )
@@ -115,6 +116,51 @@ def test_math_answer_rules_by_example():
     assert math_answer(r"\boxed{12\text{ km}}", gold) == 1.0  # a unit on one side only
     assert math_answer(r"it is worth $\boxed{\$16,\!386.20}$", {"answer": "16386.20"}) == 1.0
     assert math_answer(r"\boxed{12}. I checked: the answer is correct.", gold) == 1.0  # a line without math
+
+
+def test_a_negation_refuses_only_an_answer_in_its_own_sentence():
+    gold = {"answer": "12"}
+    # an answer line without math states no answer, negated or not; nor does a negation in a later sentence
+    assert math_answer("The answer is not obvious. We compute 3 * 4 = 12.", gold) == 1.0
+    assert math_answer("The answer is obvious. We compute 3 * 4 = 12.", gold) == 1.0
+    assert math_answer("We compute 3 * 4 = 12. The answer isn't hard to check.", gold) == 1.0
+    assert math_answer(r"\boxed{12}. The answer is not in doubt.", gold) == 1.0
+    assert math_answer("x = 12. Note this does not depend on y.", gold) == 1.0
+    # a negation of the number itself still refuses it, with no fall back
+    for refused in ("The answer is not 12.", "The answer isn't 12", "12 is not right", "It's not 12.",
+                    "I computed 12, but that is not right.", "3 * 4 = 12. The answer is not 12."):
+        assert math_answer(refused, gold) == 0.0, refused
+    assert math_answer("Answer: not x", {"answer": "x"}) == 0.0 and math_answer("Answer: x", {"answer": "x"}) == 1.0
+
+
+@pytest.mark.parametrize("reference, completion, score", [
+    ("gif", "Answer: gif", 1.0),
+    ("gif", r"\boxed{gif}", 1.0),
+    ("gif", r"\boxed{\text{GIF}}", 1.0),
+    ("Paris", "The capital of France... The answer is Paris.", 1.0),
+    ("yes", "<answer>Yes</answer>", 1.0),
+    ("Paris, France", "Answer: Paris, France", 1.0),
+    ("gif", "Reversed:\ngif", 1.0),  # no stated answer: the last line, as text
+    ("gif", r"\boxed{fig}", 0.0),  # as math, gif is the product g*i*f, equal to f*i*g
+    ("gif", "Answer: fig", 0.0),
+    ("gif", "gif backwards is fig", 0.0),
+    ("gif", "The answer is not gif.", 0.0),
+    ("yes", "Answer: yes. Or no.\nAnswer: no", 0.0),
+    ("infinity", r"\boxed{\infty}", 1.0),  # a word math-verify reads as a constant stays math
+    ("x", r"\boxed{x}", 1.0),  # a lone letter is a variable
+])
+def test_math_answer_compares_a_reference_without_math_as_text(reference, completion, score):
+    assert math_answer(completion, {"answer": reference}) == score
+
+
+def test_numeric_answer_reads_a_comma_only_as_a_thousands_separator():
+    assert numeric_answer(r"\boxed{1,2}", {"answer": "12"}) == 0.0
+    assert numeric_answer("candidates: 1,2,3", {"answer": "123"}) == 0.0
+    assert numeric_answer(r"\boxed{1,234.5}", {"answer": "1234.5"}) == 1.0
+    assert numeric_answer("The total is 1,000,000.", {"answer": "1000000"}) == 1.0
+    assert numeric_answer("we get 12, then stop", {"answer": "12"}) == 1.0
+    assert [to_float(t) for t in ("1,024", "-1,234.5", "12,34", "1,2345", "1234,567", "0,5", "1,,000")] \
+        == [1024.0, -1234.5, None, None, None, None, None]
 
 
 def test_numeric_answer_with_tolerance():

@@ -15,6 +15,7 @@ real number and be wrong.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -98,7 +99,7 @@ class RewardScorer:
         else:
             parts = [v for k, v in result.components.items() if k == self.part or k.startswith(self.part + "/")]
             if not parts and completions:
-                raise self.error(samples[0], f"the reward gave no value named {self.part!r}")
+                raise self._missing_key(result.components)
             values = [sum(float(p[i]) for p in parts) for i in range(len(completions))]
         scores = []
         for sample, value in zip(samples, values):
@@ -106,6 +107,17 @@ class RewardScorer:
                 raise self.error(sample, f"the reward's value is {value}")
             scores.append(float(value >= self.threshold - SLACK))
         return scores
+
+    def _missing_key(self, components: dict) -> ScorerError:
+        """`reward.<name>/<key>` where the component's result has no such key: the key is wrong, not a sample."""
+        name = self.reward.components[0].name
+        key = self.part[len(name) + 1:]
+        keys = sorted(k[len(name) + 1:] for k in components if k.startswith(name + "/"))
+        if name in components:
+            found = f"returned a number, not a dict with the key {key!r}; score it whole with eval.scorer=reward.{name}"
+        else:
+            found = f"returned no key {key!r} (the keys it returned: {', '.join(map(repr, keys)) or 'none'})"
+        return ScorerError(f"eval.scorer {self.name!r}: reward {name!r} {found}. Fix eval.scorer (reward.{name}/<key>)")
 
     def _why(self, completion: str, sample: dict) -> str:
         """The failure, found again on this one sample (the composite only logs it)."""
@@ -129,6 +141,20 @@ class RewardScorer:
 
 
 Scorer = FunctionScorer | RewardScorer
+
+
+def _unwrapped(fn: Callable) -> Callable:
+    while isinstance(fn, functools.partial):  # a reward with args from the config
+        fn = fn.func
+    return fn
+
+
+def _returns_a_number(fn: Callable) -> bool:
+    """True for a built-in reward (aha.rewards) declared to return a float (per sample, or a
+    batch of them); a user function's result is known only when it runs."""
+    fn = _unwrapped(fn)
+    returns = getattr(fn, "__annotations__", {}).get("return")
+    return getattr(fn, "__module__", "").startswith("aha.rewards") and returns in ("float", float, "list[float | None]")
 
 
 def build_scorer(config: Config, reward: CompositeReward | None = None) -> Scorer:
@@ -157,7 +183,15 @@ def build_scorer(config: Config, reward: CompositeReward | None = None) -> Score
                 owner.close()
             raise RewardError(f"eval.scorer: {name!r} names no component of the reward; its components: "
                               f"{', '.join(repr(c.name) for c in reward.components)}")
-        reward = CompositeReward(matches[:1])  # only that component: another one failing is not its failure
+        component = matches[0]
+        if part != component.name and _returns_a_number(component.fn):
+            if owner is not None:
+                owner.close()
+            key, whole = part[len(component.name) + 1:], f"reward.{component.name}"
+            raise RewardError(f"eval.scorer: {name!r} names the key {key!r} of reward {component.name!r}, but "
+                              f"{_unwrapped(component.fn).__name__} returns a number, not a dict; "
+                              f"score it with eval.scorer={whole}")
+        reward = CompositeReward([component])  # only that component: another one failing is not its failure
     return RewardScorer(name, reward, part, config.eval.correct_threshold, fingerprint, owner)
 
 

@@ -513,3 +513,33 @@ def test_honest_humaneval_layout_and_exceptions():
     completion = f"Sure:\n```python\n{program}```\nUsage:\n```python\nprint(below_zero([1]))\n```\n"
     sample = {"tests": [test], "setup": setup, "entry_point": "below_zero"}
     assert code_tests(completion, sample, wall_s=5.0, test_s=1.0) == 1.0
+
+
+@sandboxed
+def test_an_io_program_cannot_change_the_next_tests_input_through_its_read_write_stdin():
+    """fd 0 is a memfd opened O_RDWR and fchown'ed to the sandbox: writing to it must stay
+    within this test's own copy of the input."""
+    program = dedent('''
+        import os, sys
+        data = sys.stdin.read()
+        try:
+            os.lseek(0, 0, 0); os.write(0, b"999\\n"); os.ftruncate(0, 4)
+            with open("/proc/self/fd/0", "w") as f:
+                f.write("999\\n")
+        except OSError:
+            pass
+        print(int(data) * 2)
+    ''')
+    result = run(program, [{"input": "2", "output": "4"}, {"input": "3", "output": "6"}, {"input": "5", "output": "10"}])
+    assert result.passed == 3, f"HACK/ESCAPE: {result.errors}"
+
+
+@sandboxed
+def test_honest_exception_args_survive():
+    """The harness rebuilds the exception from str(err): KeyError's str() adds quotes, so
+    e.args[0] is "'k'", not 'k'."""
+    program = "def get(d, k):\n    return d[k]\ndef check(x):\n    if x < 0:\n        raise ValueError('negative', x)\n"
+    tests = ["try:\n    get({}, 'k')\nexcept KeyError as e:\n    assert e.args[0] == 'k', e.args",
+             "try:\n    check(-1)\nexcept ValueError as e:\n    assert e.args == ('negative', -1), e.args"]
+    result = run(program, tests)
+    assert result.passed == 2, f"HONEST FAILURE: {result.errors}"

@@ -67,26 +67,38 @@ class SandboxResult:
 PYTHON_FENCES = ("", "python", "python3", "py")
 
 
+_OPENING = re.compile(r"(`{3,})[ \t]*([\w+.-]*)[ \t]*$")  # a fence ending its line, after prose or not
+
+
 def code_blocks(completion: str) -> list[tuple[str, str]]:
-    """(language, code) of each fenced block, fences paired line by line: a closing fence is
-    a line of ``` alone (or ending a code line), so the closing fence of a ```text block is
-    never read as the opening of another. A block left open at the end runs to the end."""
-    blocks, language, lines = [], None, []
+    """(language, code) of each fenced block, fences paired line by line: a block opens at
+    three or more backticks ending a line (after prose too: "Here it is: ```python") and
+    closes at a line ending with as many, so the closing fence of a ```text block never opens
+    another. The block is dedented by its opening fence's indent (a fence in a list item).
+    A block left open at the end runs to the end."""
+    blocks, fence, language, indent, lines = [], None, "", 0, []
+
+    def close() -> None:
+        body = [line[min(indent, len(line) - len(line.lstrip(" "))):] for line in lines]
+        blocks.append((language, "\n".join(body) + "\n"))
+
     for line in completion.splitlines():
         stripped = line.strip()
-        if language is None:
-            if stripped.startswith("```"):
-                language, lines = stripped[3:].strip().lower(), []
-        elif stripped.endswith("```"):
-            before = line[:line.rindex("```")]
+        if fence is None:
+            opening = _OPENING.search(line)
+            if opening:
+                fence, language, lines = opening.group(1), opening.group(2).lower(), []
+                indent = len(line) - len(line.lstrip(" ")) if stripped.startswith("`") else 0
+        elif stripped.endswith(fence):
+            before = line[:line.rindex(fence)]
             if before.strip():
                 lines.append(before)
-            blocks.append((language, "\n".join(lines) + "\n"))
-            language = None
+            close()
+            fence = None
         else:
             lines.append(line)
-    if language is not None:
-        blocks.append((language, "\n".join(lines) + "\n"))
+    if fence is not None:
+        close()
     return blocks
 
 

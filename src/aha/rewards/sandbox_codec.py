@@ -19,6 +19,8 @@ from fractions import Fraction
 
 MAX_DEPTH = 100
 BIG_INT_BITS = 10_000  # past this an int travels as hex (decimal str() of huge ints is refused)
+MAX_HEX_DIGITS = 1 << 16  # 256 Kbit: a Fraction's gcd of two such ints stays well under a second
+MAX_DECIMAL_CHARS = 1 << 16
 
 
 class CodecError(ValueError):
@@ -57,6 +59,8 @@ def to_data(value, depth: int = 0):
     if value is None or kind in (bool, str):
         return value
     if kind is int:
+        if value.bit_length() > 4 * MAX_HEX_DIGITS:
+            raise CodecError(f"an int of {value.bit_length()} bits is past the {4 * MAX_HEX_DIGITS}-bit limit")
         return value if value.bit_length() < BIG_INT_BITS else {"i": hex(value)}
     if kind is float:
         return value if math.isfinite(value) else {"f": "nan" if value != value else "inf" if value > 0 else "-inf"}
@@ -73,8 +77,34 @@ def to_data(value, depth: int = 0):
     if kind is Fraction:
         return {"q": [to_data(value.numerator, depth + 1), to_data(value.denominator, depth + 1)]}
     if kind is Decimal:
-        return {"D": str(value)}
+        text = str(value)
+        if len(text) > MAX_DECIMAL_CHARS:
+            raise CodecError(f"a Decimal of {len(text)} characters is past the {MAX_DECIMAL_CHARS} limit")
+        return {"D": text}
     return to_data(_as_builtin(value), depth + 1)
+
+
+def fits(value, budget: int) -> bool:
+    """Whether `value` holds at most `budget` scalars, counted without converting anything
+    (a 4-million-entry table is refused in microseconds instead of walked)."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(item, dict):
+            if len(item) > budget:
+                return False
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            if len(item) > budget:
+                return False
+            stack.extend(item)
+        elif isinstance(item, (str, bytes)) and len(item) > 8 * budget:
+            return False
+    return True
 
 
 def from_data(data, depth: int = 0):
@@ -100,7 +130,7 @@ def from_data(data, depth: int = 0):
             return bytes.fromhex(body)
         if tag == "f" and body in ("inf", "-inf", "nan"):
             return float(body)
-        if tag == "i" and type(body) is str and len(body) < 1 << 20:
+        if tag == "i" and type(body) is str and len(body) <= MAX_HEX_DIGITS + 3:
             return int(body, 16)
         if tag == "c" and type(body) is list and len(body) == 2:
             real, imag = (from_data(part, depth + 1) for part in body)
@@ -110,7 +140,7 @@ def from_data(data, depth: int = 0):
             numerator, denominator = (from_data(part, depth + 1) for part in body)
             if type(numerator) is int and type(denominator) is int and denominator:
                 return Fraction(numerator, denominator)
-        if tag == "D" and type(body) is str and len(body) < 10_000:
+        if tag == "D" and type(body) is str and len(body) <= MAX_DECIMAL_CHARS:
             return Decimal(body)
     except CodecError:
         raise

@@ -177,26 +177,29 @@ def _alarm(_signum, _frame):
 
 
 def run_statement(program: Program, job: dict, statement: str, index: int, limit: float) -> str | None:
-    """Run one test statement here, on proxies of the program's functions."""
-    if program.sandbox is None:
-        program.start(limit)
-    program.deadline = time.monotonic() + limit
-    program.broken = None
-    # the program's names first, then setup over them: what setup defines (imports, helpers
-    # such as HumanEval's poly) is the task's, and the program cannot replace it. With an
-    # entry point, only those names come from the program (a builtin's name included: the
-    # task asked for it), after setup, whose stub of the entry point (HumanEval's prompt)
-    # they replace.
-    entry_points = job.get("entry_point") or []
-    namespace = {"__name__": "__test__"} if entry_points else {**program.namespace(), "__name__": "__test__"}
-    exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
-    for name in entry_points:
-        try:
-            namespace[name] = program.lookup(name)
-        except KeyError:
-            namespace.pop(name, None)  # never the task's own stub in place of the program's function
-    signal.setitimer(signal.ITIMER_REAL, limit + 0.05)  # the test's own code (trusted) also has a deadline
+    """Run one test statement here, on proxies of the program's functions. One interval timer
+    covers all of it (start-up, decoding the program's values, the test's own code), so no
+    step of the harness's own can outlast the test's time."""
+    starting = program.sandbox is None
+    signal.setitimer(signal.ITIMER_REAL, limit + (START_GRACE_S if starting else 0.0) + 0.05)
     try:
+        if starting:
+            program.start(limit)
+        program.deadline = time.monotonic() + limit
+        program.broken = None
+        # the program's names first, then setup over them: what setup defines (imports, helpers
+        # such as HumanEval's poly) is the task's, and the program cannot replace it. With an
+        # entry point, only those names come from the program (a builtin's name included: the
+        # task asked for it), after setup, whose stub of the entry point (HumanEval's prompt)
+        # they replace.
+        entry_points = job.get("entry_point") or []
+        namespace = {"__name__": "__test__"} if entry_points else {**program.namespace(), "__name__": "__test__"}
+        exec(compile(job.get("setup", "") or "pass", "setup.py", "exec"), namespace)
+        for name in entry_points:
+            try:
+                namespace[name] = program.lookup(name)
+            except KeyError:
+                namespace.pop(name, None)  # never the task's own stub in place of the program's function
         exec(compile(statement, f"test_{index}", "exec"), namespace)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -15,7 +15,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sandbox_codec import CodecError, from_data, to_data  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAX_FRAME = 16 << 20  # bytes in one reply from the candidate
+MAX_FRAME = 16 << 20  # bytes in one reply from the candidate, at most
+# decoding holds the parsed JSON and the value at once, up to ~55x the reply for small tagged
+# items: a reply is capped at memory_mb / 64, so the judge's memory for it stays near memory_mb
+FRAME_PER_MEMORY = 64
 LOG_TAIL = 4000
 SANDBOX_UID_BASE = 1_500_000_000  # far above any real user's or subordinate id range
 SAFE_EXCEPTIONS = {cls.__name__: cls for cls in (
@@ -136,6 +139,7 @@ class Sandbox:
                 os.close(fd)
         self.err_r = err_r
         self.buffer = bytearray()
+        self.reply_limit = min(MAX_FRAME, job["memory_bytes"] // FRAME_PER_MEMORY)
         runner_job = {key: job[key] for key in ("code", "setup", "cpu_s", "memory_bytes", "output_bytes",
                                                 "disk_bytes", "extra_read", "allow_weaker")}
         # as root, each sandbox gets an unprivileged uid of its own (no user has it; no two live
@@ -205,7 +209,7 @@ class Sandbox:
         except CodecError as err:
             raise CandidateError(f"the test passed {name} an argument that is not plain data: {err}") from None
         self._write(json.dumps(request) + "\n")
-        reply = self.read_message(deadline)
+        reply = self.read_message(deadline, self.reply_limit)
         if "value" in reply:
             try:
                 return from_data(reply["value"])
@@ -213,7 +217,14 @@ class Sandbox:
                 raise CandidateError(f"{name} returned something that is not plain data: {err}") from None
         if isinstance(reply.get("raised"), list):  # the class and its bases: the first one tests know
             known = [SAFE_EXCEPTIONS[n] for n in reply["raised"] if isinstance(n, str) and n in SAFE_EXCEPTIONS]
-            raise (known[0] if known else RemoteError)(str(reply.get("message", ""))[:300])
+            args = (str(reply.get("message", ""))[:300],)
+            if reply.get("args") is not None:
+                try:
+                    decoded = from_data(reply["args"])
+                    args = decoded if type(decoded) is tuple else args
+                except (CodecError, RecursionError):
+                    pass
+            raise (known[0] if known else RemoteError)(*args)
         if "unsendable" in reply:
             raise CandidateError(f"{name} returned something that is not plain data: {str(reply['unsendable'])[:300]}")
         raise CandidateError(f"{name}: the program sent a malformed reply")

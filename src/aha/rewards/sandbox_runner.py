@@ -35,7 +35,7 @@ import types
 from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sandbox_codec import from_data, to_data  # noqa: E402
+from sandbox_codec import fits, from_data, to_data  # noqa: E402
 
 MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
 FALLBACK_UID = 65534  # where the sandbox's own uid cannot be set (root of a container's user namespace)
@@ -272,7 +272,7 @@ def names_of(namespace: dict) -> dict:
         if callable(value):
             names[name] = {"callable": True}
         else:
-            if isinstance(value, Iterator):  # sending it would use it up for the program
+            if isinstance(value, Iterator) or not fits(value, MAX_GLOBAL // 4):  # used up / too large to offer
                 continue
             try:
                 data = to_data(value)
@@ -298,7 +298,12 @@ def serve(job: dict, requests, out) -> None:
             function = namespace[call["name"]]
             value = function(*from_data(call["args"]), **from_data(call["kwargs"]))
         except BaseException as err:  # noqa: BLE001 - the class and its bases: the harness picks one it knows
-            _send(out, {"raised": [cls.__name__ for cls in type(err).__mro__], "message": _message(err)})
+            reply = {"raised": [cls.__name__ for cls in type(err).__mro__], "message": _message(err)}
+            try:  # its arguments as data where they are (KeyError('k').args[0] == 'k' on the other side too)
+                reply["args"] = to_data(tuple(err.args)) if fits(err.args, 1000) else None
+            except BaseException:  # noqa: BLE001
+                pass
+            _send(out, reply)
             continue
         try:
             reply = {"value": to_data(value)}

@@ -26,6 +26,16 @@ class ModelNotFound(FileNotFoundError):
     pass
 
 
+# load() keeps the tokenizer on its model under this attribute, so that whoever saves the
+# model (training checkpoints) can save the tokenizer with it and the folder stays loadable.
+TOKENIZER_ATTR = "aha_tokenizer"
+
+
+def tokenizer_of(model) -> PreTrainedTokenizerBase | None:
+    """The tokenizer load() returned with this model, or None for a model built otherwise."""
+    return getattr(model, TOKENIZER_ATTR, None)
+
+
 @dataclass
 class LoadedModel:
     model: PreTrainedModel
@@ -87,8 +97,8 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
         from aha.models.tiny import tiny_model, tiny_tokenizer
 
         tokenizer = tiny_tokenizer()
-        return LoadedModel(tiny_model(len(tokenizer), seed).eval(), tokenizer, "tiny")
-    if name_or_path == EMBEDDED:
+        loaded = LoadedModel(tiny_model(len(tokenizer), seed).eval(), tokenizer, "tiny")
+    elif name_or_path == EMBEDDED:
         folder = cache_dir() / EMBEDDED
         if not (folder / "model.safetensors").is_file():
             _dequantize_embedded(folder)
@@ -101,6 +111,13 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             )
         if not (folder / "config.json").is_file():
             raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
+        if (folder / "state.json").is_file() and not (folder / "tokenizer_config.json").is_file():
+            raise ModelNotFound(
+                f"{folder} is a training checkpoint written without its tokenizer (by an older aha), so it cannot be "
+                f"loaded as `model:`; evaluate it with `aha eval CONFIG --checkpoint {folder}`, whose model: is the "
+                "run's base model"
+            )
         loaded = _from_folder(folder, str(folder))
     loaded.model.eval()
+    setattr(loaded.model, TOKENIZER_ATTR, loaded.tokenizer)
     return loaded

@@ -1,4 +1,7 @@
-"""Checkpoints: weights (safetensors), optimizer, RNG and data cursor, written atomically."""
+"""Checkpoints: weights (safetensors), optimizer, RNG and data cursor, written atomically.
+
+A checkpoint folder is also a Hugging Face model folder (config, generation config,
+tokenizer with its chat template), so `model: runs/x/checkpoints/step-N` loads it."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
+
+from aha.models.loading import tokenizer_of
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -32,8 +37,9 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     leaves a half-written checkpoint that resume would pick up; then prune old ones.
 
     modules: name -> nn.Module, each saved as NAME.safetensors; "model" (the policy) also
-    gets its config.json, so the folder loads as a model. optimizers and extra (picklable
-    training state such as a replay buffer) go into trainer.pt with the RNG states."""
+    gets its config.json, generation_config.json and the tokenizer that aha.models.load()
+    gave it, so the folder loads as a model. optimizers and extra (picklable training
+    state such as a replay buffer) go into trainer.pt with the RNG states."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
@@ -41,7 +47,13 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     tmp.mkdir()
     for name, module in modules.items():
         save_model(module, str(tmp / f"{name}.safetensors"))  # handles tied embeddings
-    modules["model"].config.save_pretrained(tmp)
+    policy = modules["model"]
+    policy.config.save_pretrained(tmp)
+    if policy.generation_config is not None:
+        policy.generation_config.save_pretrained(tmp)
+    tokenizer = tokenizer_of(policy)
+    if tokenizer is not None:  # a model built outside aha.models.load() has none to save
+        tokenizer.save_pretrained(tmp)  # tokenizer files and the chat template
     torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
                 "extra": extra or {}}, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))

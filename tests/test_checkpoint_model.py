@@ -1,6 +1,7 @@
 """Every training checkpoint is a model folder: `model: runs/x/checkpoints/step-N` loads
 it (weights, config, tokenizer, chat template) for a new run or for `aha eval`."""
 
+import json
 import shutil
 
 import pytest
@@ -84,3 +85,27 @@ def test_a_checkpoint_without_tokenizer_is_a_clear_error(checkpoint, tmp_path):
         (old / name).unlink(missing_ok=True)
     with pytest.raises(ModelNotFound, match=r"without its tokenizer.*--checkpoint"):
         load(str(old))
+
+
+def completions(path) -> list[str]:
+    return [json.loads(line)["completion"] for line in path.read_text().splitlines()]
+
+
+def test_aha_eval_with_model_evaluates_that_model_not_the_configs(checkpoint, tmp_path, capsys):
+    path = config_for(tmp_path, "ev", "tiny")
+    outs = {kind: tmp_path / f"{kind}.jsonl" for kind in ("base", "model", "checkpoint")}
+    assert main(["eval", str(path), "--output", str(outs["base"])]) == 0
+    assert main(["eval", str(path), "--model", str(checkpoint), "--output", str(outs["model"])]) == 0
+    assert f"{checkpoint} on " in capsys.readouterr().out
+    assert main(["eval", str(path), "--checkpoint", str(checkpoint), "--output", str(outs["checkpoint"])]) == 0
+    # greedy: the checkpoint's completions, whichever way it is named, and not the base model's
+    assert completions(outs["model"]) == completions(outs["checkpoint"]) != completions(outs["base"])
+
+
+@pytest.mark.parametrize("extra, message", [(["--model", "tiny"], "needs --samples"),
+                                            (["--checkpoint", "x"], "not both")])
+def test_aha_eval_model_misuse_is_an_error(checkpoint, tmp_path, capsys, extra, message):
+    path = config_for(tmp_path, "ev", "tiny")
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", str(path), "--model", str(checkpoint), *extra])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -22,7 +22,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
     ev.add_argument("--samples", type=int, help="draw N samples per problem (cached) and report pass@k, maj@k, best-of-k")
     ev.add_argument("--model", action="append", dest="models", metavar="MODEL",
-                    help="with --samples: a model name or folder, or a checkpoints/step-N folder; repeat to compare")
+                    help="a model name or folder, or a checkpoints/step-N folder, evaluated instead of the config's "
+                    "model; with --samples, repeat to compare")
     ev.add_argument("--out", default="runs/eval", help="with --samples: folder for the sample caches and report.json")
     ev.add_argument("--json", action="store_true", help="with --samples: print report.json")
     au = sub.add_parser("audit", help="check a reward against labelled completions")
@@ -45,7 +46,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "eval" and not args.samples and args.models:
+        if len(args.models) > 1:
+            parser.error("comparing models (--model given more than once) needs --samples N")
+        if args.checkpoint:
+            parser.error("give --model or --checkpoint, not both: --checkpoint puts its weights into the config's model")
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.config import ConfigError, load_config
     from aha.eval.sampling import CacheMismatch
@@ -73,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.samples:
             _eval_samples(config, args)
         else:
-            _eval(config, args.checkpoint, args.output)
+            _eval(config, args.checkpoint, (args.models or [None])[0], args.output)
     except (ConfigError, TaskError, RewardError, FileNotFoundError, CacheMismatch, RunReportError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
@@ -139,12 +146,15 @@ def _eval_samples(config, args) -> None:
     print(f"report: {Path(args.out) / 'report.html'} (numbers: report.json)")
 
 
-def _eval(config, checkpoint: str | None, output: str | None) -> None:
+def _eval(config, checkpoint: str | None, model: str | None, output: str | None) -> None:
+    """Greedy held-out accuracy of the config's model, of that model with a checkpoint's
+    weights (--checkpoint), or of another model or checkpoint folder (--model)."""
     import json
     from pathlib import Path
 
     from aha.eval import evaluate
     from aha.eval.scoring import build_scorer, held_out_name
+    from aha.eval.study import load_for_eval
     from aha.models import load
     from aha.rollout import HFEngine
     from aha.tasks import build_task
@@ -154,7 +164,7 @@ def _eval(config, checkpoint: str | None, output: str | None) -> None:
     task = build_task(config.task, config.base_dir)
     scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
     try:
-        loaded = load(config.model, seed=config.seed)
+        loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
         if checkpoint:
             load_weights(loaded.model, Path(checkpoint))
         ro = config.rollout
@@ -165,7 +175,7 @@ def _eval(config, checkpoint: str | None, output: str | None) -> None:
         scorer.close()
     if output:
         Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
-    source = checkpoint or loaded.name
+    source = checkpoint or model or loaded.name
     print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
           f"({result.n} problems; right: {scorer.describe})")
 

@@ -21,14 +21,21 @@ def _slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label.strip("/"))[-80:] or "model"
 
 
+def is_bare_checkpoint(folder: Path) -> bool:
+    """A training checkpoint written without its tokenizer (by an older aha): it loads only
+    as the run's base model with the checkpoint's weights."""
+    return all((folder / f).is_file() for f in ("state.json", "model.safetensors")) and \
+        not (folder / "tokenizer_config.json").is_file()
+
+
 def load_for_eval(label: str, config: Config):
-    """A model name or folder, or a training checkpoint (checkpoints/step-N): the run's
-    base model with the checkpoint's weights."""
+    """A model name or folder, or a training checkpoint (checkpoints/step-N, itself a model
+    folder); an older checkpoint without its tokenizer is config.model with its weights."""
     from aha.models import load
     from aha.training.checkpoint import load_weights
 
     folder = Path(label)
-    if (folder / "state.json").is_file() and (folder / "model.safetensors").is_file():
+    if is_bare_checkpoint(folder):
         loaded = load(config.model, seed=config.seed)
         load_weights(loaded.model, folder)
         return loaded

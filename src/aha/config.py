@@ -80,6 +80,7 @@ class TrainConfig(Strict):
     resume: bool = True
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     report: bool = Field(True, description="write runs/<name>/report.html (a plot of every logged metric) when the run ends; `aha report RUN` rebuilds it at any time")
+    allow_config_change: bool = Field(False, description="resume a run whose config.yaml differs in keys that change what is trained (not model); the change and its step go to config_history.jsonl")
 
 
 class AlgorithmConfig(Strict):

@@ -21,6 +21,10 @@ class RunDir:
     def write_config(self, text: str) -> None:
         (self.path / "config.yaml").write_text(text)
 
+    def append_config_history(self, step: int, changes: dict) -> None:
+        """A config change a resume brought (train.allow_config_change): the step it takes effect."""
+        _append(self.path / "config_history.jsonl", [{"step": step, "changes": changes}])
+
     def attach_log(self) -> None:
         """Infrastructure logs (warnings, reward errors) go to log.txt, not the console bar."""
         self._handler = logging.FileHandler(self.path / "log.txt")

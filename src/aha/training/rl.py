@@ -20,6 +20,7 @@ from aha.rewards import build_reward
 from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
+from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_report import write_run_report
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
@@ -65,6 +66,27 @@ def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:
     return modules, optimizers
 
 
+def _load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:
+    """load_checkpoint, with an error naming the config changes when they do not fit the checkpoint
+    (a critic, a reference model or a replay buffer that it does or does not hold)."""
+    try:
+        return load_checkpoint(folder, modules, optimizers)
+    except (FileNotFoundError, KeyError, RuntimeError, ValueError) as err:
+        if not changes:
+            raise
+        raise ConfigError(f"checkpoint {folder} does not fit the changed config ({', '.join(changes)}): {err}; "
+                          "pick a new output_dir for these changes") from None
+
+
+def _apply_hyperparameters(learner: Learner, config: Config) -> None:
+    train = config.train
+    for group in learner.optimizer.param_groups:
+        group.update(lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    if learner.critic_optimizer is not None:
+        for group in learner.critic_optimizer.param_groups:
+            group.update(lr=config.algorithm.critic_lr, betas=train.betas, weight_decay=train.weight_decay)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -76,14 +98,16 @@ def train(config: Config, echo=print) -> TrainSummary:
     checkpoints = list_checkpoints(run.checkpoints)
     if run.metrics_path.exists() and not config.train.resume:
         raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
+    # only a resume from a checkpoint continues the old run; without one the run starts afresh
+    changes = resume_changes(run.path, config) if config.train.resume and checkpoints else {}
     run.attach_log()
     try:
-        return _train(config, run, checkpoints, echo)
+        return _train(config, run, checkpoints, changes, echo)
     finally:
         run.detach_log()
 
 
-def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary:
+def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
     seed_everything(config.seed)
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
@@ -95,14 +119,14 @@ def _train(config: Config, run: RunDir, checkpoints: list, echo) -> TrainSummary
         raise ConfigError(str(err)) from None
     scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
     try:
-        return _run(config, run, checkpoints, echo, task, reward, gold, scorer)
+        return _run(config, run, checkpoints, changes, echo, task, reward, gold, scorer)
     finally:
         for r in (reward, gold):  # worker processes of pooled rewards
             if r is not None:
                 r.close()
 
 
-def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gold, scorer) -> TrainSummary:
+def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, task, reward, gold, scorer) -> TrainSummary:
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
     dtype = resolve_dtype(config.train.dtype)
@@ -120,10 +144,10 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gol
     start = 0
     accuracy_before = None
     if config.train.resume and checkpoints:
-        state, extra = load_checkpoint(checkpoints[-1], modules, optimizers)
+        state, extra = _load_changed(checkpoints[-1], modules, optimizers, changes)
         start = state["step"]
         sampler.load_state(state["sampler"])
-        if replay_buffer is not None:
+        if replay_buffer is not None and "replay" in extra:  # absent when replay was turned on by a config change
             replay_buffer.load_state(extra["replay"])
         accuracy_before = state.get("accuracy_before")
         parts.length_coef = state.get("length_coef", algo.length_coef)
@@ -131,6 +155,11 @@ def _run(config: Config, run: RunDir, checkpoints: list, echo, task, reward, gol
         parts.monitor = monitor = replay_monitor(config.monitor, run.read_metrics())  # its series are all in the metrics
         monitor.gold = gold
         echo(f"resumed from {checkpoints[-1]} (step {start})")
+        if changes:
+            _apply_hyperparameters(learner, config)  # load_state_dict brought back the old ones
+            run.append_config_history(start + 1, changes)
+            log.warning("config changed from step %d on (train.allow_config_change): %s", start + 1, changes)
+            echo(f"config changed from step {start + 1} on: {', '.join(changes)} (recorded in {run.path / 'config_history.jsonl'})")
     else:
         run.truncate_after(-1)
     run.write_config(dump_config(config))

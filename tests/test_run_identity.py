@@ -1,0 +1,81 @@
+"""A run folder knows what it is (config drift on resume), is held by one process at a time
+(run.lock), and writes every crash and interrupt to log.txt."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from aha.config import ConfigError
+from aha.training.rl import train
+
+from test_training import metrics, tiny_config
+
+QUIET = lambda *_: None
+FAST = ("train.steps=2", "eval.before=false", "eval.after=false")
+
+
+def first_run(tmp_path, *extra):
+    return train(tiny_config(tmp_path, "run", *FAST, *extra), echo=QUIET)
+
+
+def test_config_drift_on_resume_is_refused_naming_keys_and_values(tmp_path):
+    first_run(tmp_path)
+    run = tmp_path / "run"
+    config_before, metrics_before = (run / "config.yaml").read_text(), (run / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError) as err:
+        train(tiny_config(tmp_path, "run", *FAST, "train.steps=3", "train.lr=1.0e-4", "rollout.temperature=0.7",
+                          "reward=[{fn: exact_match}]"), echo=QUIET)
+    message = str(err.value)
+    assert "train.lr: 0.001 -> 0.0001" in message
+    assert "rollout.temperature: 1.0 -> 0.7" in message
+    assert "reward: [" in message and "exact_match" in message
+    assert "train.steps" not in message  # extending a run is not a change of what is trained
+    assert "new output_dir" in message and "train.allow_config_change=true" in message
+    # nothing was touched
+    assert (run / "config.yaml").read_text() == config_before
+    assert (run / "metrics.jsonl").read_text() == metrics_before
+    assert not (run / "config_history.jsonl").exists()
+
+
+def test_extending_steps_and_bookkeeping_keys_resume_without_a_record(tmp_path):
+    first_run(tmp_path)
+    run = tmp_path / "run"
+    train(tiny_config(tmp_path, "run", *FAST, "train.steps=3", "train.checkpoint_every=1", "train.log_samples=1",
+                      "eval.after=true"), echo=QUIET)
+    assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2, 3]
+    assert not (run / "config_history.jsonl").exists()
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 3
+
+
+def test_allow_config_change_continues_and_records_the_change(tmp_path):
+    first_run(tmp_path)
+    run = tmp_path / "run"
+    lines = []
+    train(tiny_config(tmp_path, "run", *FAST, "train.steps=3", "train.lr=1.0e-4", "train.allow_config_change=true"),
+          echo=lines.append)
+    history = [json.loads(line) for line in (run / "config_history.jsonl").read_text().splitlines()]
+    assert history == [{"step": 3, "changes": {"train.lr": [0.001, 0.0001]}}]
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["lr"] == 1.0e-4
+    assert any("config changed from step 3" in line for line in lines)
+    # the new lr is the one used: the checkpoint's optimizer state did not bring the old one back
+    blob = torch.load(run / "checkpoints/step-3/trainer.pt", weights_only=False)
+    assert [g["lr"] for g in blob["optimizers"]["policy"]["param_groups"]] == [1.0e-4]
+    assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2, 3]
+    # the recorded config now is the run's config: resuming with it again is no change
+    train(tiny_config(tmp_path, "run", *FAST, "train.steps=3", "train.lr=1.0e-4"), echo=QUIET)
+    assert len((run / "config_history.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("allow", ["false", "true"])
+def test_a_different_model_is_refused_with_the_drift_message(tmp_path, allow):
+    first_run(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        train(tiny_config(tmp_path, "run", *FAST, "model=smollm2-135m", f"train.allow_config_change={allow}"), echo=QUIET)
+    message = str(err.value)
+    assert 'model: "tiny" -> "smollm2-135m"' in message
+    assert "cannot change within a run" in message and "new output_dir" in message
+    assert "size mismatch" not in message
+    assert not (tmp_path / "run" / "config_history.jsonl").exists()

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,7 @@ class RewardError(ValueError):
 class RewardResult:
     total: torch.Tensor  # (N,) weighted sum of components
     components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
-    failed: torch.Tensor  # (N,) bool: some component raised on this sample
+    failed: torch.Tensor  # (N,) bool: some component raised or gave NaN/inf on this sample
 
 
 def _import_module(module: str, base_dir: Path):
@@ -143,9 +144,11 @@ class CompositeReward:
     A gate ("format must pass before correctness counts") zeroes the total when it fails.
     A dict-valued function adds one component per key; its parts are summed to one value.
 
-    A function that raises (or times out in a worker pool) scores that sample 0 for its
-    component (so a failing gate closes) and marks it failed; the error is logged once per
-    (function, sample id) and the run goes on."""
+    A function that raises (or times out in a worker pool) or returns NaN or +-inf scores that
+    sample 0 for its component (so a failing gate closes) and marks it failed; the error is
+    logged once per (function, sample id) and the run goes on. A total that is still
+    non-finite (finite parts that overflow, e.g. a product of 1e200s) scores 0 and fails too,
+    so every total and component returned is finite."""
 
     def __init__(self, components: list[Component]):
         self.components = components
@@ -169,6 +172,10 @@ class CompositeReward:
                                  else {comp.name: float(value)})
                     except (TypeError, ValueError) as err:
                         outcome = Outcome(error=f"not a number or dict of numbers: {value!r} ({err})")
+                    else:
+                        bad = {k: v for k, v in parts.items() if not math.isfinite(v)}
+                        if bad:  # NaN or inf would poison the total, the advantages and the weights
+                            outcome, parts = Outcome(error=f"non-finite score {value!r}"), {}
                 if outcome.error is not None:
                     self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True
@@ -181,7 +188,12 @@ class CompositeReward:
                     factor[i] *= value
                 else:  # gate
                     factor[i] *= float(bool(parts) and value >= comp.gate_min)
-        return RewardResult(summed * factor, components, failed)
+        total = summed * factor
+        for i in (~torch.isfinite(total)).nonzero().view(-1).tolist():  # finite parts can still overflow
+            self._report("total", samples[i], f"non-finite total {float(total[i])!r} from finite components")
+            failed[i] = True
+            total[i] = 0.0
+        return RewardResult(total, components, failed)
 
     def _report(self, name: str, sample: dict, error: str) -> None:
         sample_id = str(sample.get("id", "?"))

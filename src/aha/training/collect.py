@@ -27,6 +27,18 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
     return total
 
 
+def finite(values: torch.Tensor) -> torch.Tensor:
+    """The finite entries: a NaN or inf reward (counted in `reward/failed` or `reward/nonfinite`)
+    must not turn the step's reward statistics into NaN."""
+    return values[torch.isfinite(values)]
+
+
+def finite_mean(values: torch.Tensor) -> float:
+    """Mean of the finite entries; 0.0 if there are none."""
+    values = finite(values)
+    return float(values.mean()) if len(values) else 0.0
+
+
 def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward,
             rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
             ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
@@ -87,13 +99,13 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break
-    all_shaped = torch.cat(shaped)
+    all_shaped = finite(torch.cat(shaped))
     stats = {
-        "reward/mean": float(all_shaped.mean()),
+        "reward/mean": finite_mean(all_shaped),
         "reward/std": float(all_shaped.std()) if len(all_shaped) > 1 else 0.0,
-        "reward/verifier_mean": float(torch.cat(raw).mean()),
+        "reward/verifier_mean": finite_mean(torch.cat(raw)),
         "reward/correct_frac": float((torch.cat(raw) >= algo.length_correct_min).float().mean()),
-        **{f"reward/{k}": float(torch.cat(v).mean()) for k, v in components.items()},
+        **{f"reward/{k}": finite_mean(torch.cat(v)) for k, v in components.items()},
         "reward/failed": failed,
         "length/mean": float(torch.cat(lengths).mean()),
         "length/truncated_frac": float(torch.cat(truncated).mean()),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +22,8 @@ from aha.config import AlgorithmConfig
 from aha.training.batch import Batch, group_rows
 from aha.training.logprobs import rollout_hidden, token_stats
 from aha.training.precision import autocast
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,6 +105,19 @@ def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
     return mask
 
 
+def _guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_norm: float) -> int:
+    """optimizer.step() unless the loss or the gradient norm is NaN or inf: then the gradients
+    are dropped and the weights (and the optimizer's moments) stay exactly as they were.
+    Returns 1 if the step was skipped."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        optimizer.step()
+        return 0
+    optimizer.zero_grad(set_to_none=True)
+    log.warning("skipped a %s optimizer step: loss %s, gradient norm %s (the weights are unchanged)",
+                name, loss, grad_norm)
+    return 1
+
+
 def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, max_grad_norm: float,
                     loss_constant: float) -> dict:
     """One optimizer step on a (mini-)batch, accumulated over micro-batches. Every logged
@@ -160,11 +177,12 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             totals["loss/value"] += float(v_loss.detach())
             totals["value/clip_frac"] += batch_mean(v_clipped)
     totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    learner.optimizer.step()
+    totals["train/skipped_updates"] = _guarded_step(learner.optimizer, "policy", totals["loss/total"], totals["grad_norm"])
     model.eval()
     if learner.critic is not None:
         totals["value/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(learner.critic.parameters(), max_grad_norm))
-        learner.critic_optimizer.step()
+        totals["value/skipped_updates"] = _guarded_step(learner.critic_optimizer, "critic", totals["loss/value"],
+                                                        totals["value/grad_norm"])
         learner.critic.eval()
     totals["tokens/trained"] = int(norm.num_tokens)
     return totals
@@ -175,7 +193,9 @@ def policy_update(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: 
     """algo.epochs passes over the batch, each split into algo.mini_batches optimizer steps of
     whole groups (shuffled between passes). The importance ratio is always taken against
     batch.old_logprobs, fixed before the first step. Metrics are means over optimizer steps,
-    plus the first step's loss (on-policy: its ratio is 1 up to engine/trainer mismatch)."""
+    plus the first step's loss (on-policy: its ratio is 1 up to engine/trainer mismatch), and
+    `train/skipped_updates` (`value/skipped_updates`) counts the optimizer steps dropped for a
+    NaN/inf loss or gradient norm."""
     G = shape.group_size
     num_groups = len(batch) // G
     parts = min(algo.mini_batches, num_groups)
@@ -187,6 +207,9 @@ def policy_update(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: 
             steps.append(_optimizer_step(learner, mini, algo, shape, max_grad_norm, loss_constant))
     metrics = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
     metrics["tokens/trained"] = sum(s["tokens/trained"] for s in steps) // algo.epochs
+    for key in ("train/skipped_updates", "value/skipped_updates"):
+        if key in metrics:  # a count of optimizer steps, not a mean
+            metrics[key] = sum(s[key] for s in steps)
     metrics["loss/total_first_step"] = steps[0]["loss/total"]
     metrics["optimizer_steps"] = len(steps)
     return metrics

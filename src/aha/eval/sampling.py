@@ -1,10 +1,12 @@
 """n samples per held-out problem, drawn once and kept on disk.
 
-A cache folder holds `meta.json` (what the samples are of: model, task, sampling settings)
-and `samples.jsonl` (one scored sample per line). Sampling appends whole chunks and
+A cache folder holds `meta.json` (what the samples are of: model and the content id of its
+weights, task, sampling settings) and `samples.jsonl` (one scored sample per line). Sampling appends whole chunks and
 flushes, so an interrupted run loses at most the chunk in flight; a rerun draws only the
 samples still missing, and a cache is never mixed with samples drawn otherwise (a
-different model, task or setting is an error that names the difference).
+different model, task or setting is an error that names the difference). The weights' id
+(aha.models.loading.weights_id) catches a model retrained into the same folder: its old samples
+are refused, never reused.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class SampleCache:
         meta_path = self.folder / "meta.json"
         if meta_path.exists():
             stored = json.loads(meta_path.read_text())
+            if "weights" in self.meta and stored.get("weights") != self.meta["weights"]:
+                raise CacheMismatch(self._stale(stored.get("weights")))
             differ = sorted(k for k in set(stored) | set(self.meta) if stored.get(k) != self.meta.get(k))
             if differ:
                 detail = ", ".join(f"{k}: {stored.get(k)!r} there, {self.meta.get(k)!r} asked" for k in differ)
@@ -56,6 +60,13 @@ class SampleCache:
         else:
             meta_path.write_text(json.dumps(self.meta, indent=1))
         self.path = self.folder / "samples.jsonl"
+
+    def _stale(self, stored: str | None) -> str:
+        what = (f"samples of other weights: weights id {stored} there, {self.meta['weights']} now "
+                "(the model was retrained or changed since they were drawn)") if stored else \
+            f"samples drawn before aha recorded the weights' id, so they may be of other weights than {self.meta['weights']}"
+        return (f"{self.folder} holds {what}; they are not reused. To draw new samples, give another --out "
+                f"or delete {self.folder}")
 
     def load(self) -> dict[str, list[dict]]:
         """Samples by problem id. A torn last line (a crash mid-write) is dropped from the file."""

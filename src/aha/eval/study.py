@@ -13,6 +13,7 @@ from aha.eval.compare import RANK_PREFIX, RANKINGS, VOTE_WEIGHTS, compare, examp
 from aha.eval.ranking import rank_scores, ranker_file
 from aha.eval.sampling import SampleCache, draw_samples
 from aha.eval.scoring import build_scorer, held_out_name
+from aha.models.loading import weights_id
 from aha.rewards import RewardError, build_reward
 from aha.tracking.report import eval_report_html
 
@@ -83,7 +84,8 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
     for label in models:
         meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
                 "task_config": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
-                "max_new_tokens": max_new, "scorer": scorer.key, "seed": config.seed}
+                "max_new_tokens": max_new, "scorer": scorer.key, "seed": config.seed,
+                "weights": weights_id(label, config.seed)}  # a model retrained in place has other weights
         cache = SampleCache(out / "samples" / _slug(label), meta)
         have = cache.load()
         if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -121,3 +122,31 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
     loaded.model.eval()
     setattr(loaded.model, TOKENIZER_ATTR, loaded.tokenizer)
     return loaded
+
+
+def weights_id(name_or_path: str, seed: int = 0) -> str:
+    """A content id of the weights load(name_or_path, seed) (or a checkpoint folder) gives:
+    a sha256 over the weight files' bytes, so a model retrained into the same folder gets
+    another id. `tiny` is made from its seed; the embedded model from its GGUF file."""
+    if name_or_path == "tiny":
+        return f"tiny (seed {seed})"
+    if name_or_path == EMBEDDED:
+        return f"{EMBEDDED} (gguf sha256 {_sha256([embedded_gguf_path()])})"
+    folder = Path(name_or_path).expanduser()
+    if not folder.is_dir():
+        raise ModelNotFound(f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder")
+    # model.safetensors, or its shards; a checkpoint's reference/critic files are not the model
+    files = sorted(folder.glob("model*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
+    if not files:
+        raise ModelNotFound(f"{folder} holds no model weights (model*.safetensors or pytorch_model*.bin)")
+    return f"sha256 {_sha256(files)}"
+
+
+def _sha256(files: list[Path], chunk: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            while block := handle.read(chunk):
+                digest.update(block)
+    return digest.hexdigest()[:16]

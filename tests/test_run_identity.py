@@ -2,6 +2,9 @@
 (run.lock), and writes every crash and interrupt to log.txt."""
 
 import json
+import os
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ import torch
 import yaml
 
 from aha.config import ConfigError
+from aha.tracking.run_lock import RunLocked
 from aha.training.rl import train
 
 from test_training import metrics, tiny_config
@@ -79,3 +83,57 @@ def test_a_different_model_is_refused_with_the_drift_message(tmp_path, allow):
     assert "cannot change within a run" in message and "new output_dir" in message
     assert "size mismatch" not in message
     assert not (tmp_path / "run" / "config_history.jsonl").exists()
+
+
+def write_lock(folder: Path, pid: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
+
+
+def test_a_run_folder_held_by_a_live_process_is_refused_at_once(tmp_path):
+    first_run(tmp_path)
+    run = tmp_path / "run"
+    before = (run / "metrics.jsonl").read_text()
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        write_lock(run, holder.pid)
+        with pytest.raises(RunLocked, match=f"PID {holder.pid}"):
+            train(tiny_config(tmp_path, "run", *FAST, "train.steps=3"), echo=QUIET)
+        assert json.loads((run / "run.lock").read_text())["pid"] == holder.pid  # the holder keeps its lock
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (run / "metrics.jsonl").read_text() == before
+
+
+def test_a_stale_lock_is_taken_over_with_a_note_in_the_log(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    write_lock(tmp_path / "run", dead.pid)
+    first_run(tmp_path)
+    assert [r["step"] for r in metrics(tmp_path / "run") if "reward/mean" in r] == [1, 2]
+    assert f"took over a stale" in (tmp_path / "run/log.txt").read_text()
+    assert str(dead.pid) in (tmp_path / "run/log.txt").read_text()
+    assert not (tmp_path / "run/run.lock").exists()
+
+
+def test_the_lock_is_held_during_the_run_and_gone_after_it_and_after_a_crash(tmp_path, monkeypatch):
+    import aha.training.rl as rl
+
+    real_step, seen = rl.run_step, []
+
+    def step(parts, n):
+        seen.append(json.loads((Path(parts.config.output_dir) / "run.lock").read_text()))
+        if n == 2 and len(seen) == 2 and crash:
+            raise RuntimeError("boom in step 2")
+        return real_step(parts, n)
+
+    monkeypatch.setattr(rl, "run_step", step)
+    crash = False
+    first_run(tmp_path)
+    assert seen[0] == {"pid": os.getpid(), "host": socket.gethostname()}
+    assert not (tmp_path / "run/run.lock").exists()
+    crash, seen[:] = True, []
+    with pytest.raises(RuntimeError, match="boom in step 2"):
+        train(tiny_config(tmp_path, "other", *FAST), echo=QUIET)
+    assert not (tmp_path / "other/run.lock").exists()

@@ -21,6 +21,7 @@ from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
 from aha.tracking.run_identity import resume_changes
+from aha.tracking.run_lock import RunLock
 from aha.tracking.run_report import write_run_report
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
@@ -95,15 +96,20 @@ def seed_everything(seed: int) -> None:
 
 def train(config: Config, echo=print) -> TrainSummary:
     run = RunDir(config.output_dir)
-    checkpoints = list_checkpoints(run.checkpoints)
-    if run.metrics_path.exists() and not config.train.resume:
-        raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
-    # only a resume from a checkpoint continues the old run; without one the run starts afresh
-    changes = resume_changes(run.path, config) if config.train.resume and checkpoints else {}
+    lock = RunLock(run.path)
     run.attach_log()
     try:
+        lock.acquire()  # before anything reads or writes the run's files
+        if lock.stale is not None:
+            log.warning("took over a stale %s (its process is gone): %s", lock.path, lock.stale)
+        checkpoints = list_checkpoints(run.checkpoints)
+        if run.metrics_path.exists() and not config.train.resume:
+            raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
+        # only a resume from a checkpoint continues the old run; without one the run starts afresh
+        changes = resume_changes(run.path, config) if config.train.resume and checkpoints else {}
         return _train(config, run, checkpoints, changes, echo)
     finally:
+        lock.release()
         run.detach_log()
 
 

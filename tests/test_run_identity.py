@@ -3,6 +3,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from safetensors.torch import load_file
 
 from aha.config import ConfigError
 from aha.tracking.run_lock import RunLocked
@@ -100,6 +102,7 @@ def test_a_run_folder_held_by_a_live_process_is_refused_at_once(tmp_path):
         with pytest.raises(RunLocked, match=f"PID {holder.pid}"):
             train(tiny_config(tmp_path, "run", *FAST, "train.steps=3"), echo=QUIET)
         assert json.loads((run / "run.lock").read_text())["pid"] == holder.pid  # the holder keeps its lock
+        assert f"process {os.getpid()}" in (run / "log.txt").read_text() and "was refused" in (run / "log.txt").read_text()
     finally:
         holder.kill()
         holder.wait()
@@ -137,3 +140,58 @@ def test_the_lock_is_held_during_the_run_and_gone_after_it_and_after_a_crash(tmp
     with pytest.raises(RuntimeError, match="boom in step 2"):
         train(tiny_config(tmp_path, "other", *FAST), echo=QUIET)
     assert not (tmp_path / "other/run.lock").exists()
+    log_text = (tmp_path / "other/log.txt").read_text()  # the crash is in the run's log, with its traceback
+    assert "training stopped by an error" in log_text and "Traceback" in log_text and "boom in step 2" in log_text
+
+
+def interrupt_at(monkeypatch, at: int, how):
+    import aha.training.rl as rl
+
+    real_step = rl.run_step
+
+    def step(parts, n):
+        if n == at and how == "raise":  # as from a reward function, in the middle of the step
+            raise KeyboardInterrupt
+        record = real_step(parts, n)
+        if n == at:  # Ctrl-C while the step runs
+            os.kill(os.getpid(), signal.SIGINT)
+        return record
+
+    monkeypatch.setattr(rl, "run_step", step)
+
+
+def test_ctrl_c_finishes_the_step_saves_a_checkpoint_and_resumes_exactly(tmp_path, monkeypatch):
+    straight = train(tiny_config(tmp_path, "straight", *FAST, "train.steps=4"), echo=QUIET)
+    interrupt_at(monkeypatch, 3, "signal")
+    lines = []
+    with pytest.raises(SystemExit) as stop:
+        train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=lines.append)
+    run = tmp_path / "run"
+    assert stop.value.code == 130
+    assert "after step 3" in str(stop.value) and "step-3 holds step 3" in str(stop.value)
+    assert "aha train <config> train.resume=true" in lines[-1]
+    assert (run / "checkpoints/step-3").is_dir() and not (run / "run.lock").exists()
+    log_text = (run / "log.txt").read_text()
+    assert "training interrupted after step 3" in log_text and "KeyboardInterrupt" in log_text
+    assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2, 3]
+    monkeypatch.undo()
+    train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=QUIET)
+    a = load_file(Path(straight.run_dir) / "checkpoints/step-4/model.safetensors")
+    b = load_file(run / "checkpoints/step-4/model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs if "reward/mean" in r]
+    assert strip(metrics(Path(straight.run_dir))) == strip(metrics(run))
+
+
+def test_an_interrupt_inside_a_step_keeps_the_last_whole_checkpoint(tmp_path, monkeypatch):
+    interrupt_at(monkeypatch, 3, "raise")
+    lines = []
+    with pytest.raises(SystemExit) as stop:
+        train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=lines.append)
+    run = tmp_path / "run"
+    assert stop.value.code == 130
+    assert "during step 3" in str(stop.value) and "step-2 holds step 2" in str(stop.value)
+    assert "train.resume=true" in lines[-1]
+    # step 3 was cut short: its half-changed state is not saved as if it were whole
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2"]
+    assert "KeyboardInterrupt" in (run / "log.txt").read_text() and not (run / "run.lock").exists()

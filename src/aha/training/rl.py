@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import random
+import signal
+import socket
+import threading
 import time
 from dataclasses import dataclass
 
@@ -21,7 +25,7 @@ from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
 from aha.tracking.run_identity import resume_changes
-from aha.tracking.run_lock import RunLock
+from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
@@ -94,6 +98,50 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class TrainingInterrupted(SystemExit):
+    """Ctrl-C: ends the program with status 130 and a message saying how to resume, not a traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(130)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
+    """saved: the step of the newest checkpoint (0: none), None: see the checkpoints folder."""
+    if saved is None:
+        kept = list_checkpoints(run.checkpoints)
+        saved = int(kept[-1].name.split("-")[1]) if kept else 0
+    held = f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved else "no checkpoint was written yet"
+    return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
+            f"aha train <config> train.resume=true (output_dir {run.path})")
+
+
+class DeferredInterrupt:
+    """Within it, the first Ctrl-C lets the running step finish, so the checkpoint saved after it
+    resumes exactly; a second Ctrl-C stops at once. Outside the main thread it does nothing."""
+
+    def __init__(self, echo):
+        self.requested, self._echo, self._installed = False, echo, False
+
+    def __enter__(self) -> "DeferredInterrupt":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._echo("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
+
+    def __exit__(self, *exc) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
+
+
 def train(config: Config, echo=print) -> TrainSummary:
     run = RunDir(config.output_dir)
     lock = RunLock(run.path)
@@ -108,6 +156,21 @@ def train(config: Config, echo=print) -> TrainSummary:
         # only a resume from a checkpoint continues the old run; without one the run starts afresh
         changes = resume_changes(run.path, config) if config.train.resume and checkpoints else {}
         return _train(config, run, checkpoints, changes, echo)
+    except RunLocked:  # this log.txt is the live run's: say who knocked, not that training stopped
+        log.warning("process %d on %s was refused: the run is held by another process", os.getpid(), socket.gethostname())
+        raise
+    except TrainingInterrupted as err:
+        log.error("%s", err, exc_info=True)
+        echo(str(err))
+        raise
+    except KeyboardInterrupt as err:  # outside the steps (loading, held-out evaluation, report)
+        stop = TrainingInterrupted(interrupted_message(run, "", None))
+        log.error("%s", stop, exc_info=True)
+        echo(str(stop))
+        raise stop from err
+    except BaseException:  # every crash is in log.txt with its traceback, not only on a console
+        log.error("training stopped by an error", exc_info=True)
+        raise
     finally:
         lock.release()
         run.detach_log()
@@ -188,19 +251,38 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
     trainer_state = lambda: {"sampler": sampler.state(), "accuracy_before": accuracy_before, "length_coef": parts.length_coef}
     t_start = time.time()
     bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
-    for step in bar:
-        record, examples = run_step(parts, step)
-        run.log_metrics(record)
-        monitor.write(run.path / "monitor.json")
-        run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
-        bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
-                         "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"})
-        every = config.train.checkpoint_every
-        if (every and step % every == 0) or step == config.train.steps:
-            save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
-                            {"replay": replay_buffer.state()} if replay_buffer is not None else None)
-        if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
-            held_out(step, "during training")
+    saved, in_step, step = start, False, start  # saved: the newest checkpoint's step (0: none)
+
+    def checkpoint(step: int) -> None:
+        nonlocal saved
+        save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
+                        {"replay": replay_buffer.state()} if replay_buffer is not None else None)
+        saved = step
+
+    try:
+        with DeferredInterrupt(echo) as interrupt:
+            for step in bar:
+                in_step = True
+                record, examples = run_step(parts, step)
+                in_step = False
+                run.log_metrics(record)
+                monitor.write(run.path / "monitor.json")
+                run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
+                bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
+                                 "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"})
+                every = config.train.checkpoint_every
+                if (every and step % every == 0) or step == config.train.steps or interrupt.requested:
+                    checkpoint(step)
+                if interrupt.requested:
+                    raise KeyboardInterrupt
+                if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
+                    held_out(step, "during training")
+    except KeyboardInterrupt as err:
+        bar.close()
+        if not in_step and step > saved:  # between steps the state is whole: keep it
+            checkpoint(step)
+        where = f"during step {step}" if in_step else f"after step {step}"
+        raise TrainingInterrupted(interrupted_message(run, where, saved)) from err
     bar.close()
     train_seconds = time.time() - t_start
 

@@ -49,8 +49,10 @@ def test_config_drift_on_resume_is_refused_naming_keys_and_values(tmp_path):
 def test_extending_steps_and_bookkeeping_keys_resume_without_a_record(tmp_path):
     first_run(tmp_path)
     run = tmp_path / "run"
+    lines = []
     train(tiny_config(tmp_path, "run", *FAST, "train.steps=3", "train.checkpoint_every=1", "train.log_samples=1",
-                      "eval.after=true"), echo=QUIET)
+                      "eval.after=true", "eval.limit=3"), echo=lines.append)
+    assert any(line.startswith("note: eval.limit changed") for line in lines)  # allowed, but said
     assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2, 3]
     assert not (run / "config_history.jsonl").exists()
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 3

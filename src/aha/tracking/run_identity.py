@@ -11,15 +11,16 @@ import yaml
 from aha.config import Config, ConfigError, from_dict
 
 # Keys that do not change what is trained: where the run lives, how long it runs (extending
-# a run is allowed), bookkeeping, memory-only batch knobs, and when held-out evaluation runs.
-# What an evaluation measures (eval.limit, eval.scorer, ...) is not here: the before/after
-# accuracies of one run must be measured the same way.
+# a run is allowed), bookkeeping, memory-only batch knobs, and held-out evaluation (it reads
+# the policy, never changes it; a run stopped by an unfit eval.scorer resumes with a fitting one).
 ALLOWED = frozenset({
     "output_dir", "base_dir",
     "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
     "train.log_samples", "train.report", "train.micro_batch_size", "rollout.batch_size",
-    "eval.before", "eval.after", "eval.every", "eval.rank_by",
 })
+ALLOWED_SECTIONS = ("eval.",)
+# Allowed, but held-out accuracies from before and after such a change are measured differently.
+EVAL_MEASURE = ("eval.limit", "eval.max_new_tokens", "eval.scorer", "eval.correct_threshold")
 # Keys no flag can change: the checkpoint's weights belong to the old model.
 NEVER = frozenset({"model"})
 
@@ -39,15 +40,24 @@ def flatten(tree: dict, prefix: str = "") -> dict:
 ABSENT = "<absent>"
 
 
-def config_changes(old: dict, new: dict) -> dict[str, list]:
-    """Dotted key -> [old, new] for every key outside ALLOWED whose value differs."""
+def all_changes(old: dict, new: dict) -> dict[str, list]:
+    """Dotted key -> [old, new] for every key whose value differs."""
     old_flat, new_flat = flatten(old), flatten(new)
-    changes = {}
-    for key in sorted(old_flat.keys() | new_flat.keys()):
-        a, b = old_flat.get(key, ABSENT), new_flat.get(key, ABSENT)
-        if key not in ALLOWED and a != b:
-            changes[key] = [a, b]
-    return changes
+    keys = sorted(old_flat.keys() | new_flat.keys())
+    return {k: [old_flat.get(k, ABSENT), new_flat.get(k, ABSENT)] for k in keys if old_flat.get(k, ABSENT) != new_flat.get(k, ABSENT)}
+
+
+def config_changes(old: dict, new: dict) -> dict[str, list]:
+    """The changes of keys that change what is trained (outside ALLOWED and ALLOWED_SECTIONS)."""
+    return {k: v for k, v in all_changes(old, new).items() if k not in ALLOWED and not k.startswith(ALLOWED_SECTIONS)}
+
+
+def eval_measure_changes(run_path: Path, config: Config) -> list[str]:
+    """Allowed eval keys that change how held-out accuracy is measured, for a note on resume."""
+    path = run_path / "config.yaml"
+    if not path.is_file():
+        return []
+    return [k for k in all_changes(read_run_config(path), config.model_dump(mode="json")) if k in EVAL_MEASURE]
 
 
 def read_run_config(path: Path) -> dict:

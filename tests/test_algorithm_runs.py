@@ -125,7 +125,7 @@ def test_masking_truncated_completions_removes_exactly_their_tokens(tmp_path):
     assert masked["tokens/trained"] == plain["tokens/trained"] - 2 * truncated_rows
 
 
-def test_non_finite_rewards_are_skipped_and_counted_in_the_loop(tmp_path):
+def test_non_finite_rewards_are_failed_samples_in_the_loop(tmp_path):
     # a reward function that breaks on about half the completions, with NaN or inf
     (tmp_path / "broken.py").write_text(
         "def score(completion, sample):\n"
@@ -136,7 +136,8 @@ def test_non_finite_rewards_are_skipped_and_counted_in_the_loop(tmp_path):
                          "train.checkpoint_every=2", "eval.before=false", "eval.after=false")
     run = Path(train(config, echo=QUIET).run_dir)
     records = metrics(run)
-    assert sum(r.get("reward/nonfinite", 0) for r in records) > 0 and any("loss/total" in r for r in records)
+    # a NaN or inf reward is a failed sample (scored 0, counted), so none reaches the advantages
+    assert sum(r["reward/failed"] for r in records) > 0 and any("loss/total" in r for r in records)
     for r in records:
         if "loss/total" in r:
             assert all(r[k] == r[k] and abs(r[k]) != float("inf")

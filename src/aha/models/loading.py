@@ -29,14 +29,6 @@ class ModelNotFound(FileNotFoundError):
 
 # load() keeps the tokenizer on its model under this attribute, so that whoever saves the
 # model (training checkpoints) can save the tokenizer with it and the folder stays loadable.
-TOKENIZER_ATTR = "aha_tokenizer"
-
-
-def tokenizer_of(model) -> PreTrainedTokenizerBase | None:
-    """The tokenizer load() returned with this model, or None for a model built otherwise."""
-    return getattr(model, TOKENIZER_ATTR, None)
-
-
 @dataclass
 class LoadedModel:
     model: PreTrainedModel
@@ -120,7 +112,6 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             )
         loaded = _from_folder(folder, str(folder))
     loaded.model.eval()
-    setattr(loaded.model, TOKENIZER_ATTR, loaded.tokenizer)
     return loaded
 
 

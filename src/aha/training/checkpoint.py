@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from aha.models.loading import tokenizer_of
 
 STEP_DIR = re.compile(r"^step-(\d+)$")
 
@@ -32,13 +31,13 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trainer_state: dict, keep: int,
-                    extra: dict | None = None) -> Path:
+                    extra: dict | None = None, tokenizer=None) -> Path:
     """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
     leaves a half-written checkpoint that resume would pick up; then prune old ones.
 
     modules: name -> nn.Module, each saved as NAME.safetensors; "model" (the policy) also
-    gets its config.json, generation_config.json and the tokenizer that aha.models.load()
-    gave it, so the folder loads as a model. optimizers and extra (picklable training
+    gets its config.json, generation_config.json and `tokenizer` (files and chat template),
+    so the folder loads as a model. optimizers and extra (picklable training
     state such as a replay buffer) go into trainer.pt with the RNG states."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
@@ -51,8 +50,7 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     policy.config.save_pretrained(tmp)
     if policy.generation_config is not None:
         policy.generation_config.save_pretrained(tmp)
-    tokenizer = tokenizer_of(policy)
-    if tokenizer is not None:  # a model built outside aha.models.load() has none to save
+    if tokenizer is not None:
         tokenizer.save_pretrained(tmp)  # tokenizer files and the chat template
     torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
                 "extra": extra or {}}, tmp / "trainer.pt")

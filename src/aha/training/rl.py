@@ -261,7 +261,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
     def checkpoint(step: int) -> None:
         nonlocal saved
         save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
-                        {"replay": replay_buffer.state()} if replay_buffer is not None else None)
+                        {"replay": replay_buffer.state()} if replay_buffer is not None else None, tokenizer=tokenizer)
         saved = step
 
     try:

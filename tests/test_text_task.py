@@ -148,7 +148,7 @@ def test_cache_keys_name_what_scored(tmp_path):
     ("rewards.py:a_word", "picky", "fig", "returned 'yes', not a finite number"),
     ("reward", "picky", "fig?", "reward 'picky' failed: ValueError: cannot read a question"),
     ("reward", "a_word", "fig", "reward 'a_word' returned 'yes', not a number or dict of numbers"),
-    ("reward", "not_finite", "nan", "the reward's value is nan"),
+    ("reward", "not_finite", "nan", "reward 'not_finite' returned nan, not a finite number"),
 ])
 def test_a_sample_the_scorer_cannot_score_is_an_error_naming_it(tmp_path, scorer, reward, completion, reason):
     s = scorer_for(tmp_path, f"eval.scorer={scorer}", f"reward=[{{fn: 'rewards.py:{reward}'}}]")

@@ -128,6 +128,8 @@ class RewardScorer:
             values = outcome.value.values() if isinstance(outcome.value, dict) else [outcome.value]
             if any(_as_number(v) is None for v in values):
                 return f"reward {comp.name!r} returned {outcome.value!r}, not a number or dict of numbers"
+            if any(not math.isfinite(_as_number(v)) for v in values):  # NaN/inf: a failed sample, like a raise
+                return f"reward {comp.name!r} returned {outcome.value!r}, not a finite number"
         return "a reward component failed (not again on a second try: see the warning in the log)"
 
     def error(self, sample: dict, reason: str) -> ScorerError:

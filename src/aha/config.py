@@ -261,6 +261,17 @@ def from_dict(raw: dict, source: str = "<config>") -> Config:
         raise ConfigError(_describe(err, source)) from None
 
 
+def read_mapping(path: Path) -> dict:
+    """A YAML file's top-level mapping of config keys, or a ConfigError naming the file."""
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of config keys")
+    return raw
+
+
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     """Read a YAML config (or start from defaults when path is None) and apply overrides."""
     raw: dict = {}
@@ -270,12 +281,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         source = str(path)
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: top level must be a mapping of config keys")
+        raw = read_mapping(path)
         raw.setdefault("base_dir", str(path.parent))
     for item in overrides:
         apply_override(raw, item)

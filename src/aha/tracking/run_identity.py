@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
-from aha.config import Config, ConfigError, from_dict
+from aha.config import Config, ConfigError, from_dict, read_mapping
 
 # Keys that do not change what is trained: where the run lives, how long it runs (extending
 # a run is allowed), bookkeeping, memory-only batch knobs, and held-out evaluation (it reads
@@ -47,42 +45,28 @@ def all_changes(old: dict, new: dict) -> dict[str, list]:
     return {k: [old_flat.get(k, ABSENT), new_flat.get(k, ABSENT)] for k in keys if old_flat.get(k, ABSENT) != new_flat.get(k, ABSENT)}
 
 
-def config_changes(old: dict, new: dict) -> dict[str, list]:
-    """The changes of keys that change what is trained (outside ALLOWED and ALLOWED_SECTIONS)."""
-    return {k: v for k, v in all_changes(old, new).items() if k not in ALLOWED and not k.startswith(ALLOWED_SECTIONS)}
-
-
-def eval_measure_changes(run_path: Path, config: Config) -> list[str]:
-    """Allowed eval keys that change how held-out accuracy is measured, for a note on resume."""
-    path = run_path / "config.yaml"
-    if not path.is_file():
-        return []
-    return [k for k in all_changes(read_run_config(path), config.model_dump(mode="json")) if k in EVAL_MEASURE]
-
-
 def read_run_config(path: Path) -> dict:
     """The resolved config a run wrote, with defaults filled in for keys an older aha did not write."""
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: top level must be a mapping of config keys")
+    raw = read_mapping(path)
     try:
         return from_dict(raw, str(path)).model_dump(mode="json")
     except ConfigError:  # written by another version: compare what it says
         return raw
 
 
-def resume_changes(run_path: Path, config: Config) -> dict[str, list]:
-    """The changes a resume into run_path would bring, {} when none. Raises ConfigError when
-    there are some and the user did not allow them, or when one of them can never be allowed."""
+def resume_changes(run_path: Path, config: Config) -> tuple[dict[str, list], list[str]]:
+    """What a resume into run_path would change, from one read of its config.yaml: the
+    changes to what is trained ({} when none), and the allowed eval keys that change how
+    held-out accuracy is measured (for a note). Raises ConfigError when there are changes to
+    what is trained and the user did not allow them, or when one can never be allowed."""
     path = run_path / "config.yaml"
     if not path.is_file():
-        return {}
-    changes = config_changes(read_run_config(path), config.model_dump(mode="json"))
+        return {}, []
+    drift = all_changes(read_run_config(path), config.model_dump(mode="json"))
+    measured = [k for k in drift if k in EVAL_MEASURE]
+    changes = {k: v for k, v in drift.items() if k not in ALLOWED and not k.startswith(ALLOWED_SECTIONS)}  # trained
     if not changes:
-        return {}
+        return {}, measured
     never = sorted(NEVER & changes.keys())
     if never or not config.train.allow_config_change:
         lines = "\n".join(f"  {key}: {_show(a)} -> {_show(b)}" for key, (a, b) in changes.items())
@@ -92,7 +76,7 @@ def resume_changes(run_path: Path, config: Config) -> dict[str, list]:
                               "model's weights), even with train.allow_config_change=true: pick a new output_dir")
         raise ConfigError(head + "Pick a new output_dir to start a fresh run, or set train.allow_config_change=true "
                           f"to continue this run with the changes (recorded in {run_path / 'config_history.jsonl'})")
-    return changes
+    return changes, measured
 
 
 def _show(value) -> str:

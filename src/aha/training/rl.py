@@ -24,7 +24,7 @@ from aha.rewards import build_reward
 from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, build_task
 from aha.tracking import RunDir
-from aha.tracking.run_identity import eval_measure_changes, resume_changes
+from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
@@ -154,8 +154,7 @@ def train(config: Config, echo=print) -> TrainSummary:
         if run.metrics_path.exists() and not config.train.resume:
             raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
         # only a resume from a checkpoint continues the old run; without one the run starts afresh
-        changes = resume_changes(run.path, config) if config.train.resume and checkpoints else {}
-        measured = eval_measure_changes(run.path, config) if config.train.resume and checkpoints else []
+        changes, measured = resume_changes(run.path, config) if config.train.resume and checkpoints else ({}, [])
         if measured:
             log.warning("held-out evaluation settings changed on resume: %s", measured)
             echo(f"note: {', '.join(measured)} changed since the run's config.yaml: held-out accuracies logged "

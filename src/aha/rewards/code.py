@@ -102,6 +102,11 @@ def code_blocks(completion: str) -> list[tuple[str, str]]:
     return blocks
 
 
+def _as_names(entry_point) -> list:
+    """sample["entry_point"] as a list: one name, a list of names, or none."""
+    return [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
+
+
 def extract_code(completion: str, entry_point: str | list[str] | None = None) -> str:
     """The program in a completion: the last ```python, ```py or bare ``` block (the last one
     that defines the entry point, when one is named, so a usage example written after the
@@ -109,7 +114,7 @@ def extract_code(completion: str, entry_point: str | list[str] | None = None) ->
     blocks = [code for language, code in code_blocks(completion) if language in PYTHON_FENCES]
     if not blocks:
         return completion
-    names = [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
+    names = _as_names(entry_point)
     if names:
         defining = [code for code in blocks
                     if any(re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(n)}\b", code, re.MULTILINE) for n in names)]
@@ -150,7 +155,7 @@ def _check_extra_read(paths) -> list[str]:
 
 
 def _entry_points(entry_point) -> list[str]:
-    names = [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
+    names = _as_names(entry_point)
     bad = [n for n in names if not isinstance(n, str) or not n.isidentifier()]
     if bad:
         raise SandboxError(f"entry_point: {bad[0]!r} is not a Python name")

@@ -45,3 +45,34 @@ def browser():
         return images, len(pixels.getcolors(1 << 20))
 
     return open_page
+
+
+SCORED_RUN = """
+model: tiny
+output_dir: {run}
+task: {{name: arithmetic, num_eval: {num_eval}}}
+rollout: {{prompts_per_step: 2, group_size: 4, max_new_tokens: 5, batch_size: 32}}
+train: {{steps: 2, lr: 1.0e-2, checkpoint_every: 2, report: {report}}}
+algorithm: {{dynamic_sampling: false}}
+reward: [{{fn: '{scorer}:has_a'}}]
+eval: {{before: false, after: false, scorer: '{scorer}:has_a'}}
+"""
+
+
+@pytest.fixture
+def scored_run(tmp_path):
+    """train_scored(num_eval, report) -> (config path, checkpoint): a tiny run of 2 steps whose
+    scorer ('a' in the completion) the random tiny model sometimes satisfies."""
+    def train_scored(num_eval: int, report: bool = True):
+        from aha.config import load_config
+        from aha.training.rl import train
+
+        scorer = tmp_path / "score.py"
+        scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n")
+        path = tmp_path / "eval.yaml"
+        path.write_text(SCORED_RUN.format(run=tmp_path / "run", scorer=scorer, num_eval=num_eval,
+                                          report=str(report).lower()))
+        train(load_config(path), echo=lambda *_: None)
+        return path, tmp_path / "run/checkpoints/step-2"
+
+    return train_scored

@@ -9,32 +9,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aha.cli import main
-from aha.config import load_config
 from aha.eval.sampling import CacheMismatch, SampleCache
 from aha.models import ModelNotFound
 from aha.models.loading import weights_id
-from aha.training.rl import train
-
-CONFIG = """
-model: tiny
-output_dir: {run}
-task: {{name: arithmetic, num_eval: 4}}
-rollout: {{prompts_per_step: 2, group_size: 4, max_new_tokens: 5, batch_size: 32}}
-train: {{steps: 2, lr: 1.0e-2, checkpoint_every: 2, report: false}}
-algorithm: {{dynamic_sampling: false}}
-reward: [{{fn: '{scorer}:has_a'}}]
-eval: {{before: false, after: false, scorer: '{scorer}:has_a'}}
-"""
-
 
 @pytest.fixture
-def setup(tmp_path):
-    scorer = tmp_path / "score.py"
-    scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n")
-    path = tmp_path / "eval.yaml"
-    path.write_text(CONFIG.format(run=tmp_path / "run", scorer=scorer))
-    train(load_config(path), echo=lambda *_: None)
-    return path, tmp_path / "run/checkpoints/step-2"
+def setup(scored_run):
+    return scored_run(4, report=False)
 
 
 def perturb(checkpoint):

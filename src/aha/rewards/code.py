@@ -172,7 +172,7 @@ def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = 
     job = {"code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
            "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
            "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
-           "extra_read": _check_extra_read(limits.extra_read)}
+           "extra_read": _check_extra_read(limits.extra_read), "caller_pid": os.getpid()}
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     proc = subprocess.Popen([sys.executable, "-I", "-B", str(HARNESS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)

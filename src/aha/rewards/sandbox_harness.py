@@ -19,6 +19,7 @@ own interpreter (signals, tracing, patched builtins) stops a timeout.
 
 import builtins
 import copy
+import ctypes
 import json
 import keyword
 import os
@@ -254,10 +255,23 @@ def run_tests(job: dict, emit) -> None:
         emit({"log": log.text()})
 
 
+def die_with_caller(caller_pid: int) -> None:
+    """Be killed the moment the process that started us dies (a reward worker killed by its
+    pool, Ctrl-C, the OOM killer): its own clean-up never runs then, and bubblewrap's
+    --die-with-parent takes every sandbox started here along with us. Checking the parent
+    after arming closes the race where the caller died before the prctl."""
+    pr_set_pdeathsig = 1
+    if ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != caller_pid:
+        os._exit(1)
+
+
 def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     resource.setrlimit(resource.RLIMIT_AS, (HARNESS_MEMORY, hard))  # soft only: a sandbox may ask for more
     job = json.loads(sys.stdin.read())
+    die_with_caller(int(job["caller_pid"]))
     # the report gets a channel of its own; anything a test or setup prints goes to stderr
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

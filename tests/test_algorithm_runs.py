@@ -133,7 +133,8 @@ def test_non_finite_rewards_are_failed_samples_in_the_loop(tmp_path):
         "    return float('nan') if first == 0 else float('inf') if first == 1 else ord(completion[-1]) % 5\n")
     config = tiny_config(tmp_path, "nan", f"reward=[{{fn: '{tmp_path / 'broken.py'}:score'}}]",
                          "algorithm.dynamic_sampling=true", "algorithm.max_rounds=1", "train.steps=2",
-                         "train.checkpoint_every=2", "eval.before=false", "eval.after=false")
+                         "train.checkpoint_every=2", "eval.before=false", "eval.after=false",
+                         "train.max_reward_failure_rate=1.0")
     run = Path(train(config, echo=QUIET).run_dir)
     records = metrics(run)
     # a NaN or inf reward is a failed sample (scored 0, counted), so none reaches the advantages

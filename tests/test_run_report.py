@@ -78,7 +78,7 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
     assert "Held-out greedy accuracy" in page
     images, colours = browser(run / "report.html", tmp_path, height=2400)
     alts = [alt for alt, _, _ in images]
-    for title in ["Reward (mean and components)", "Accuracy", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
+    for title in ["Reward (mean and components)", "Held-out accuracy", "Training samples at or above the correct threshold", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
                   "Clip fraction", "Completion length (tokens)", "Loss", "Gradient norm", "pass@k", "maj@k"]:
         assert title in alts
     assert len(alts) == len(set(alts))

@@ -4,7 +4,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 """
 
 from aha.rewards.code import SandboxError, SandboxLimits, code_tests, run_python
-from aha.rewards.compose import Component, CompositeReward, RewardError, RewardResult, batched, build_reward, resolve_function
+from aha.rewards.compose import Component, CompositeReward, RewardError, RewardFailureError, RewardResult, batched, build_reward, resolve_function
 from aha.rewards.pool import WorkerPool
 from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.reference import bleu, chrf, rouge_l
@@ -29,6 +29,7 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "RewardError",
+    "RewardFailureError",
     "RewardResult",
     "build_reward",
     "resolve_function",

@@ -9,7 +9,7 @@ import inspect
 import logging
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -44,11 +44,16 @@ class RewardError(ValueError):
     """A reward spec that cannot be used; the message names the config key."""
 
 
+class RewardFailureError(RewardError):
+    """A reward that failed on more of a step's samples than train.max_reward_failure_rate allows."""
+
+
 @dataclass
 class RewardResult:
     total: torch.Tensor  # (N,) weighted sum of components
     components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
     failed: torch.Tensor  # (N,) bool: some component raised or gave NaN/inf on this sample
+    failures: dict[str, int] = field(default_factory=dict)  # component name ("total": an overflow) -> samples it failed on
 
 
 def _import_module(module: str, base_dir: Path):
@@ -153,6 +158,7 @@ class CompositeReward:
     def __init__(self, components: list[Component]):
         self.components = components
         self._reported: set[tuple[str, str]] = set()
+        self.first_errors: dict[str, str] = {}  # component -> its first error, for the console and a stopped run
 
     def score(self, completions: list[str], samples: list[dict]) -> RewardResult:
         import torch  # here, not at the top: reward worker processes import this module and need no torch
@@ -162,6 +168,7 @@ class CompositeReward:
         factor = torch.ones(n)
         failed = torch.zeros(n, dtype=torch.bool)
         components: dict[str, torch.Tensor] = {}
+        failures: dict[str, int] = {}
         for comp in self.components:
             for i, outcome in enumerate(comp.evaluate(completions, samples)):
                 parts = {}
@@ -179,6 +186,7 @@ class CompositeReward:
                 if outcome.error is not None:
                     self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True
+                    failures[comp.name] = failures.get(comp.name, 0) + 1
                 for part, v in parts.items():
                     components.setdefault(part, torch.zeros(n))[i] = v
                 value = comp.clip(sum(parts.values())) if parts else 0.0
@@ -192,10 +200,12 @@ class CompositeReward:
         for i in (~torch.isfinite(total)).nonzero().view(-1).tolist():  # finite parts can still overflow
             self._report("total", samples[i], f"non-finite total {float(total[i])!r} from finite components")
             failed[i] = True
+            failures["total"] = failures.get("total", 0) + 1
             total[i] = 0.0
-        return RewardResult(total, components, failed)
+        return RewardResult(total, components, failed, failures)
 
     def _report(self, name: str, sample: dict, error: str) -> None:
+        self.first_errors.setdefault(name, f"on sample {sample.get('id', '?')}: {error}")
         sample_id = str(sample.get("id", "?"))
         if (name, sample_id) not in self._reported:
             self._reported.add((name, sample_id))

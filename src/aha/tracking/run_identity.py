@@ -14,7 +14,7 @@ from aha.config import Config, ConfigError, from_dict, read_mapping
 ALLOWED = frozenset({
     "output_dir", "base_dir",
     "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
-    "train.log_samples", "train.report", "train.micro_batch_size", "rollout.batch_size",
+    "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps", "train.micro_batch_size", "rollout.batch_size",
 })
 ALLOWED_SECTIONS = ("eval.",)
 # Allowed, but held-out accuracies from before and after such a change are measured differently.

@@ -47,8 +47,11 @@ class Panel:
 
 PANELS = [
     Panel("Reward (mean and components)", ("reward/mean", "reward/*"),
-          ("reward/std", "reward/failed", "reward/correct_frac", "reward/verifier_mean")),
-    Panel("Accuracy", ("eval/accuracy", "reward/correct_frac")),
+          ("reward/std", "reward/failed", "reward/failed_frac", "reward/correct_frac", "reward/verifier_mean")),
+    Panel("Held-out accuracy", ("eval/accuracy",)),
+    Panel("Training samples at or above the correct threshold", ("reward/correct_frac",)),
+    Panel("Reward failures (share of samples scored 0 because the reward failed)", ("reward/failed_frac",)),
+    Panel("Steps with nothing to train on", ("train/nothing_to_train",)),
     Panel("Hacking monitor: trained vs gold reward", ("reward/verifier_mean", "monitor/gold_mean", "monitor/gold/*", "monitor/gap"),
           needs="monitor/gold_mean"),
     Panel("KL", ("kl/*",)),
@@ -63,9 +66,16 @@ PANELS = [
     Panel("Gradient norm", ("grad_norm", "value/grad_norm")),
     Panel("Seconds per step", ("time/*",)),
 ]
-LABELS = {"eval/accuracy": "held-out greedy accuracy", "reward/correct_frac": "training samples correct",
-          "reward/verifier_mean": "trained reward (unshaped)", "monitor/gold_mean": "gold reward",
-          "monitor/gap": "gain of trained - gain of gold"}
+LABELS = {"eval/accuracy": "held-out greedy accuracy", "reward/verifier_mean": "trained reward (unshaped)",
+          "monitor/gold_mean": "gold reward", "monitor/gap": "gain of trained - gain of gold",
+          "reward/failed_frac": "share of samples whose reward failed", "train/nothing_to_train": "1: every advantage zero"}
+
+
+def labels(config: dict) -> dict[str, str]:
+    """What each plotted metric is. reward/correct_frac is not accuracy: it is the share of the
+    step's samples whose unshaped reward total reached algorithm.length_correct_min."""
+    threshold = (config.get("algorithm") or {}).get("length_correct_min", 1.0)
+    return {**LABELS, "reward/correct_frac": f"share of training samples with reward total >= {threshold:g}"}
 # the table at the top: first and last logged value of each
 HEADLINE = ["eval/accuracy", "reward/mean", "reward/correct_frac", "monitor/gold_mean", "kl/ref", "kl/old", "entropy",
             "policy/clip_frac", "length/mean", "length/truncated_frac", "time/step_s"]
@@ -95,12 +105,12 @@ def trailing_mean(values: list[float], window: int) -> np.ndarray:
     return np.convolve(values, np.ones(window) / window, mode="valid")
 
 
-def panel_png(panel: Panel, names: list[str], data: dict, flags: dict) -> bytes:
+def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of: dict[str, str] = LABELS) -> bytes:
     fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
     for name in names:
         steps, values = data[name]
         few = len(steps) < 12  # a held-out eval logged at a few steps: show the points
-        label = f"{name} ({LABELS[name]})" if name in LABELS else name
+        label = f"{name} ({label_of[name]})" if name in label_of else name
         window = len(steps) // 20
         if window < 3:
             ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2, label=label)
@@ -135,6 +145,35 @@ def _headline_table(data: dict) -> str:
             rows.append(f"<tr><td>{name}</td><td>{values[0]:.4g} <small>(step {steps[0]})</small></td>"
                         f"<td>{values[-1]:.4g} <small>(step {steps[-1]})</small></td></tr>")
     return "<table><tr><th>metric</th><th>first</th><th>last</th></tr>" + "".join(rows) + "</table>" if rows else ""
+
+
+def _alarms_section(metrics: list[dict]) -> str:
+    """The run's silent failures, said at the top: steps whose reward failed on some samples,
+    steps that trained nothing, optimizer steps dropped for a non-finite loss or gradient."""
+    steps = [r for r in metrics if "reward/mean" in r]
+    items = []
+    failing = [r for r in steps if r.get("reward/failed")]
+    if failing:
+        per = {}
+        for r in failing:
+            for k, v in r.items():
+                if k.startswith("reward_failed/"):
+                    per[k.split("/", 1)[1]] = per.get(k.split("/", 1)[1], 0) + int(v)
+        worst = max(failing, key=lambda r: r.get("reward/failed_frac", 0.0))
+        each = ", ".join(f"{html.escape(name)}: {n} samples" for name, n in per.items())
+        items.append(f"<li><b>reward failures</b> in {len(failing)} of {len(steps)} steps ({each}; worst step "
+                     f"{worst['step']}: {worst.get('reward/failed_frac', 0.0):.0%} of its samples), scored 0; "
+                     "log.txt names each sample</li>")
+    idle = [r["step"] for r in steps if r.get("train/nothing_to_train")]
+    if idle:
+        items.append(f"<li><b>nothing to train on</b> in {len(idle)} of {len(steps)} steps (every advantage zero: "
+                     f"each group's rewards were equal), first at step {idle[0]}</li>")
+    for key, what in (("train/skipped_updates", "policy"), ("value/skipped_updates", "critic")):
+        skipped = [r["step"] for r in steps if r.get(key)]
+        if skipped:
+            items.append(f"<li><b>{what} updates skipped</b> (non-finite loss or gradient) in {len(skipped)} steps, "
+                         f"first at step {skipped[0]}</li>")
+    return f'<div class="flag"><h2>Warnings</h2><ul>{"".join(items)}</ul></div>' if items else ""
 
 
 def _samples_section(samples: list[dict], per_step: int = 4) -> str:
@@ -188,12 +227,13 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         parts.append(f'<div class="flag"><h2>Hacking monitor flags</h2><ul>{items}</ul></div>')
     elif monitor:
         parts.append("<p>Hacking monitor: no flags.</p>")
+    parts.append(_alarms_section(metrics))
     parts.append(_headline_table(data))
     plots = []
     for panel in PANELS:
         names = panel.select(list(data))
         if names:
-            plots.append(img(panel_png(panel, names, data, flags), panel.title))
+            plots.append(img(panel_png(panel, names, data, flags, labels(config)), panel.title))
     parts.append("<h2>Over training</h2><div class='plots'>" + "".join(plots) + "</div>")
     parts.append(_samples_section(read_records(run / "samples.jsonl")))
     for path in eval_reports:

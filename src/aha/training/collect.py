@@ -52,6 +52,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
+    failures: dict[str, int] = {}
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
     texts: list[str] = []
@@ -71,6 +72,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         lengths.append(rollouts.lengths())
         truncated.append(rollouts.truncated.float())
         failed += int(result.failed.sum())
+        for name, count in result.failures.items():
+            failures[name] = failures.get(name, 0) + count
         for name, values in result.components.items():
             components.setdefault(name, []).append(values)
         if not examples:
@@ -107,6 +110,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         "reward/correct_frac": float((torch.cat(raw) >= algo.length_correct_min).float().mean()),
         **{f"reward/{k}": finite_mean(torch.cat(v)) for k, v in components.items()},
         "reward/failed": failed,
+        "reward/failed_frac": failed / max(sum(len(r) for r in raw), 1),
+        **{f"reward_failed/{k}": v for k, v in failures.items()},
         "length/mean": float(torch.cat(lengths).mean()),
         "length/truncated_frac": float(torch.cat(truncated).mean()),
         "groups/sampled": groups_seen,

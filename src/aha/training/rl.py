@@ -27,6 +27,7 @@ from aha.tracking import RunDir
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
+from aha.training.alarms import Alarms
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from aha.training.precision import resolve_dtype
 from aha.models.value import ValueModel
@@ -256,6 +257,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
     t_start = time.time()
     bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
     saved, in_step, step = start, False, start  # saved: the newest checkpoint's step (0: none)
+    alarms = Alarms(config.train.max_idle_steps)
 
     def checkpoint(step: int) -> None:
         nonlocal saved
@@ -270,6 +272,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
                 record, examples = run_step(parts, step)
                 in_step = False
                 run.log_metrics(record)
+                alarms.observe(record, reward.first_errors, echo)
                 monitor.write(run.path / "monitor.json")
                 run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
                 bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
@@ -290,6 +293,8 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
     bar.close()
     train_seconds = time.time() - t_start
 
+    for line in alarms.summary():
+        echo(line)
     if monitor.flags:
         echo(format_flags(monitor) + f" (details: {run.path / 'monitor.json'})")
     accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None

@@ -13,6 +13,7 @@ from aha.rewards import CompositeReward
 from aha.rollout import HFEngine
 from aha.tasks import PromptSampler, Task
 from aha.training.batch import Batch
+from aha.training.alarms import check_reward_failures
 from aha.training.collect import collect
 from aha.training.estimate import estimate_advantages
 from aha.training.monitor import HackingMonitor
@@ -93,6 +94,8 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
                                                        config.rollout, algo, parts.length_coef)
     t_gen = time.time() - t0
+    # before anything is trained on scores that are mostly failures
+    check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
     if parts.monitor is not None:
         stats.update(parts.monitor.measure(texts, samples))
     if algo.length_coef or algo.length_adaptive:
@@ -109,7 +112,10 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
         kl = update.get("kl/ref", stats.get("kl/ref"))
         if maybe_reset_reference(parts, step, kl):
             update["ref/reset"] = 1
-    record = {"step": step, **stats, **update}
+    # no sample with a non-zero advantage: the reward taught nothing this step (flat groups
+    # without dynamic sampling, or none kept with it); a KL term alone may still move the weights
+    no_signal = batch is None or batch.advantages is None or not bool(batch.advantages.any())
+    record = {"step": step, **stats, **update, "train/nothing_to_train": float(no_signal)}
     if parts.monitor is not None:
         record.update(parts.monitor.update(record))
     record.update({"time/generate_s": t_gen, "time/step_s": time.time() - t0})

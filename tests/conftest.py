@@ -68,7 +68,9 @@ def scored_run(tmp_path):
         from aha.training.rl import train
 
         scorer = tmp_path / "score.py"
-        scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n")
+        # has_digit: for voting tests, a scorer whose right samples always have an answer voting can read
+        scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n"
+                          "def has_digit(completion, sample):\n    return float(any(c in '0123456789' for c in completion))\n")
         path = tmp_path / "eval.yaml"
         path.write_text(SCORED_RUN.format(run=tmp_path / "run", scorer=scorer, num_eval=num_eval,
                                           report=str(report).lower()))

@@ -26,7 +26,8 @@ def lines(folder: Path) -> list[str]:
 def test_two_models_are_sampled_once_and_compared(setup, tmp_path, capsys):
     config, checkpoint = setup
     out = tmp_path / "out"
-    args = [str(config), "--samples", "8", "--model", "tiny", "--model", str(checkpoint), "--out", str(out)]
+    voting = f"eval.scorer={config.parent / 'score.py'}:has_digit"  # right answers are numbers: maj@k can be read
+    args = [str(config), voting, "--samples", "8", "--model", "tiny", "--model", str(checkpoint), "--out", str(out)]
     report = run_eval(capsys, *args)
     assert list(report["models"]) == ["tiny", str(checkpoint)]
     for summary in report["models"].values():
@@ -86,7 +87,8 @@ def test_report_html_renders_its_plots_in_a_real_browser(setup, tmp_path, capsys
     """report.html opens offline in headless Chromium and every plot decodes to a full-size image."""
     config, checkpoint = setup
     out = tmp_path / "out"
-    run_eval(capsys, str(config), "--samples", "4", "--model", "tiny", "--model", str(checkpoint), "--out", str(out))
+    run_eval(capsys, str(config), f"eval.scorer={config.parent / 'score.py'}:has_digit", "--samples", "4", "--model", "tiny",
+             "--model", str(checkpoint), "--out", str(out))
     page = (out / "report.html").read_text()
     assert page.count("<img") == 5 and "Solved at any k" in page and "Examples" in page
     images, colours = browser(out / "report.html", tmp_path)
@@ -116,7 +118,8 @@ def test_samples_carry_self_certainty_and_rank_by_rewards_score_each_sample_once
     scorer.write_text(scorer.read_text() + "def flaky(completion, sample):\n"
                       "    if 'e' in completion:\n        raise ValueError('no e')\n    return len(completion)\n")
     out = tmp_path / "out"
-    args = [str(config), f"eval.rank_by=[{{fn: '{scorer}:has_a', name: oracle}}, {{fn: '{scorer}:flaky'}}]",
+    args = [str(config), f"eval.scorer={scorer}:has_digit",
+            f"eval.rank_by=[{{fn: '{scorer}:has_digit', name: oracle}}, {{fn: '{scorer}:flaky'}}]",
             "--samples", "8", "--model", "tiny", "--out", str(out)]
     report = run_eval(capsys, *args)
     records = [json.loads(line) for line in lines(out / "samples/tiny")]
@@ -173,3 +176,33 @@ def test_a_cache_drawn_before_self_certainty_leaves_only_that_curve_out():
     report = {"task": "t", "models": {"new": new, "old": old}, "comparison": compare({"new": new, "old": old})}
     page = eval_report_html(report)
     assert page.count("<img") == len(new["curves"]) and "<td>-</td>" in page
+
+
+def test_voting_is_not_computable_when_correct_samples_have_no_readable_answer():
+    from aha.eval.compare import voting_blocker
+
+    assert voting_blocker([None, None, None], [True, False, True]).startswith("no sample has an answer voting can read")
+    # half of the correct samples readable: maj@k would undercount them
+    assert voting_blocker(["4", None, "5", None], [True, True, False, False]).startswith(
+        "only 50% of the samples judged correct have an answer voting can read")
+    assert voting_blocker(["4"] * 9 + [None], [True] * 10) is None  # 90% readable: enough
+    assert voting_blocker(["4"] * 8 + [None] * 2, [True] * 10) is not None
+    assert voting_blocker(["4", "5"], [False, False]) is None  # nothing correct: maj@k is a measured 0
+
+
+def test_free_text_answers_report_maj_at_k_as_not_computable_instead_of_zero():
+    from aha.eval.compare import compare, summarize
+    from aha.tracking.report import eval_report_html
+
+    # a capitals task: right answers in prose, which voting cannot read
+    by_problem = {p: [{"completion": "The capital is Paris.", "answer": None, "score": 1.0, "length": 5,
+                       "truncated": False, "mean_logprob": -0.1}] * 4 for p in ("p1", "p2")}
+    summary = summarize(by_problem)
+    assert "maj@k" not in summary["curves"] and not any(c.startswith("weighted maj@k") for c in summary["curves"])
+    assert summary["not_computable"]["maj@k"].startswith("no sample has an answer voting can read")
+    assert summary["curves"]["pass@k"]["mean"] == [1.0, 1.0, 1.0]
+    page = eval_report_html({"task": "capitals", "models": {"m": summary}, "comparison": None})
+    assert "<b>maj@k not computable</b> for m: no sample has an answer voting can read" in page
+    # the same samples with a readable answer do vote
+    readable = {p: [dict(s, answer="Paris") for s in samples] for p, samples in by_problem.items()}
+    assert summarize(readable)["curves"]["maj@k"]["mean"] == [1.0, 1.0, 1.0]

@@ -131,9 +131,12 @@ def _eval_samples(config, args) -> None:
     for label, summary in report["models"].items():
         curve = summary["curves"]["pass@k"]
         points = ", ".join(f"pass@{k} {m:.1%}" for k, m in zip(curve["k"], curve["mean"]) if k in (1, curve["k"][-1]))
-        maj = summary["curves"]["maj@k"]["mean"][-1]
+        maj = summary["curves"].get("maj@k")
+        voting = f"maj@{curve['k'][-1]} {maj['mean'][-1]:.1%}" if maj else f"maj@{curve['k'][-1]} not computable"
         print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
-              f"maj@{curve['k'][-1]} {maj:.1%}, mean length {summary['length']['mean']:.1f}")
+              f"{voting}, mean length {summary['length']['mean']:.1f}")
+        for metric, why in summary.get("not_computable", {}).items():
+            print(f"  {metric} not computable: {why}")
     comparison = report["comparison"]
     if comparison:
         cov = comparison["coverage"]

@@ -23,6 +23,23 @@ CORRECT_MIN = 0.5  # a sample whose score is at least this counts as correct
 RANKINGS = {"mean log-prob": "mean_logprob", "self-certainty": "self_certainty"}
 VOTE_WEIGHTS = {"self-certainty": "self_certainty", "stated confidence": "stated_confidence"}
 RANK_PREFIX = "rank/"
+MIN_VOTABLE = 0.9  # voting needs the answer of at least this share of the samples judged correct
+
+
+def voting_blocker(answers: list[str | None], correct: list[bool]) -> str | None:
+    """Why majority voting cannot be computed on these samples, or None when it can. A sample
+    without a readable answer (a number, \\boxed{}, an 'Answer:' line) casts no vote, so
+    when the correct samples mostly lack one, maj@k would read as ~0% for a model that is
+    often right (free-text answers); that is not a measurement, so it is not reported."""
+    if not any(a is not None for a in answers):
+        return ("no sample has an answer voting can read (a final number, \\boxed{...} or an 'Answer: ...' line); "
+                "ask for one in the prompt to measure maj@k")
+    right = [a for a, c in zip(answers, correct) if c]
+    readable = sum(a is not None for a in right) / len(right) if right else 1.0
+    if readable < MIN_VOTABLE:
+        return (f"only {readable:.0%} of the samples judged correct have an answer voting can read (a final number, "
+                "\\boxed{...} or an 'Answer: ...' line); the rest would count as no vote")
+    return None
 
 
 def _curve(per_problem: np.ndarray, ks: list[int], seed: int) -> dict:
@@ -44,15 +61,17 @@ def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int 
     per_problem = lambda fn: _curve(np.array([[fn(i, k) for k in ks] for i in ids]), ks, seed)
     column = lambda i, field: [s.get(field) for s in samples[i]]
     vote = lambda i, k, weights=None: vote_at_k(column(i, "answer"), correct[i], k, weights, draws=vote_draws, seed=seed)
-    curves = {"pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed),
-              "maj@k": per_problem(vote)}
+    curves = {"pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed)}
+    blocker = voting_blocker([a for i in ids for a in column(i, "answer")], [c for i in ids for c in correct[i]])
+    if blocker is None:
+        curves["maj@k"] = per_problem(vote)
     extra = sorted({f for i in ids for s in samples[i] for f in s if f.startswith(RANK_PREFIX)})
     has = lambda field: all(field in s for i in ids for s in samples[i])  # a cache drawn before a score existed lacks it
     for name, field in {**RANKINGS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
         if has(field):
             curves[f"best_of_k ({name})"] = per_problem(lambda i, k: best_of_k(column(i, field), correct[i], k))
     for name, field in {**VOTE_WEIGHTS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
-        if field == "stated_confidence" or has(field):  # a sample stating no confidence gets no vote
+        if blocker is None and (field == "stated_confidence" or has(field)):  # a sample stating no confidence gets no vote
             weights = {i: [w if w is not None and w > 0 else 0.0 for w in column(i, field)] for i in ids}  # NaN: none
             if any(any(w) for w in weights.values()):
                 curves[f"weighted maj@k ({name})"] = per_problem(lambda i, k: vote(i, k, weights[i]))
@@ -60,6 +79,8 @@ def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int 
     summary = {"problems": len(ids), "samples_per_problem": n, "curves": curves,
                "length": length_stats([s["length"] for s in flat], [s["truncated"] for s in flat]),
                "solved": {i: c for i, c in zip(ids, counts)}}
+    if blocker is not None:
+        summary["not_computable"] = {"maj@k": blocker}
     stated = [(s["stated_confidence"], s["score"] >= CORRECT_MIN) for s in flat]
     stated = [(q, c) for q, c in stated if q is not None]
     if stated:

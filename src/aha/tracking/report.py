@@ -98,6 +98,9 @@ def eval_sections(report: dict, heading: str = "h1") -> list[str]:
         parts.append(f"<p>Solved at any k: both {len(cov['both'])}, only {a} {len(cov['only_a'])}, "
                      f"only {b} {len(cov['only_b'])}, neither {len(cov['neither'])}. "
                      f"The pass@k curves cross {where}.</p>")
+    for label, s in report["models"].items():
+        for metric, why in s.get("not_computable", {}).items():
+            parts.append(f"<p><b>{e(metric)} not computable</b> for {e(label)}: {e(why)}.</p>")
     parts.append('<div class="plots">' + "".join(img(curve_png(report, c), c) for c in curves) + "</div>")
     examples = report.get("examples", [])
     if examples:

@@ -87,3 +87,32 @@ def test_sampler_epochs_and_exact_resume():
     resumed = PromptSampler(samples, seed=3)
     resumed.load_state(state)
     assert [x["id"] for x in resumed.next(7)] == expected
+
+
+def _two_files(tmp_path):
+    (tmp_path / "train.jsonl").write_text('{"prompt": "Capital of France?", "answer": "Paris"}\n')
+    (tmp_path / "test.jsonl").write_text('{"prompt": "Capital of Peru?", "answer": "Lima"}\n')
+    return str(tmp_path / "train.jsonl"), str(tmp_path / "test.jsonl")
+
+
+def test_a_jsonl_task_is_named_by_the_user_or_by_its_held_out_file_never_by_its_train_file(tmp_path):
+    from aha.config import load_config
+    from aha.eval.scoring import held_out_name
+    from aha.tracking.run_report import _config_summary
+
+    train, test = _two_files(tmp_path)
+    named = load_config(None, [f"task.data={train}", f"task.eval_data={test}", "task.name=capitals"])
+    assert build_task(named.task).name == "capitals" and held_out_name(named, "capitals") == "capitals"
+    plain = load_config(None, [f"task.data={train}", f"task.eval_data={test}"])
+    assert held_out_name(plain, build_task(plain.task).name) == "test"
+    summary = _config_summary({"model": "m", "task": {"data": train, "eval_data": test}})
+    assert f"task test (train {train}, held-out {test})" in summary
+    summary = _config_summary({"model": "m", "task": {"name": "capitals", "data": train, "eval_data": test}})
+    assert f"task capitals (train {train}, held-out {test})" in summary
+    assert "task arithmetic," in _config_summary({"model": "m", "task": {"name": "arithmetic"}})
+
+
+def test_a_built_in_name_with_jsonl_data_is_refused(tmp_path):
+    train, test = _two_files(tmp_path)
+    with pytest.raises(TaskError, match="task.name 'arithmetic' is a built-in task and task.data a JSONL task"):
+        build_task(TaskConfig(name="arithmetic", data=train, eval_data=test))

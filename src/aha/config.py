@@ -18,9 +18,9 @@ class Strict(BaseModel):
 
 
 class TaskConfig(Strict):
-    """A built-in task (`name`) or JSONL files (`data`, `eval_data`)."""
+    """A built-in task (`name`) or JSONL files (`data`, `eval_data`, optionally named by `name`)."""
 
-    name: str | None = Field(None, description="built-in task: arithmetic")
+    name: str | None = Field(None, description="built-in task: arithmetic; with task.data, the name reports give your task (default: the held-out file's name)")
     data: str | None = Field(None, description="training JSONL: one {prompt, answer, ...} per line")
     eval_data: str | None = Field(None, description="held-out JSONL, same format")
     system_prompt: str | None = Field(None, description="system message; None keeps the model's default")

@@ -198,6 +198,8 @@ def build_scorer(config: Config, reward: CompositeReward | None = None) -> Score
 
 
 def held_out_name(config: Config, task_name: str) -> str:
-    """What the held-out problems are called: a JSONL task by its held-out file (a task is
-    named after its training file), a built-in task by its name."""
-    return Path(config.task.eval_data).stem if config.task.data is not None and config.task.eval_data else task_name
+    """What the held-out problems are called: by task.name where the user gave one, else a
+    JSONL task by its held-out file (never by its training file), a built-in task by its name."""
+    if config.task.data is not None and config.task.eval_data and config.task.name is None:
+        return Path(config.task.eval_data).stem
+    return task_name

@@ -24,9 +24,13 @@ class Task:
     few_shot: list[dict] = field(default_factory=list)
 
 
+BUILT_IN = ("arithmetic",)
+
+
 def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
-    if cfg.name is not None and cfg.data is not None:
-        raise TaskError("task: set either 'task.name' (built-in) or 'task.data' (JSONL), not both")
+    if cfg.name in BUILT_IN and cfg.data is not None:
+        raise TaskError(f"task: task.name {cfg.name!r} is a built-in task and task.data a JSONL task; set one of them "
+                        "(with task.data, task.name only names your task: pick a name that is not a built-in's)")
     if cfg.data is not None:
         from aha.tasks.jsonl import load_jsonl
 
@@ -35,14 +39,14 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
         base = Path(base_dir)
         train = load_jsonl(_resolve(cfg.data, base))
         held_out = load_jsonl(_resolve(cfg.eval_data, base))
-        name = Path(cfg.data).stem
+        name = cfg.name or Path(cfg.data).stem
     elif cfg.name == "arithmetic":
         from aha.tasks.arithmetic import arithmetic_splits
 
         train, held_out = arithmetic_splits(cfg)
         name = "arithmetic"
     else:
-        raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: arithmetic); or set task.data")
+        raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set task.data")
     for i, shot in enumerate(cfg.few_shot):
         if set(shot) != {"prompt", "answer"}:
             raise TaskError(f"task.few_shot[{i}] must have exactly the keys prompt and answer, got {sorted(shot)}")

@@ -131,7 +131,9 @@ def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of:
 
 def _config_summary(config: dict) -> str:
     reward = config.get("reward") or []
-    parts = [f"model {config.get('model')}", f"task {(config.get('task') or {}).get('name') or (config.get('task') or {}).get('data')}",
+    task = config.get("task") or {}
+    files = f" (train {task['data']}, held-out {task.get('eval_data')})" if task.get("data") else ""
+    parts = [f"model {config.get('model')}", f"task {task.get('name') or Path(str(task.get('eval_data') or task.get('data'))).stem}{files}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
              "reward " + " + ".join(f"{r.get('weight', 1)}*{r.get('name') or r.get('fn')}" for r in reward)]
     return ", ".join(parts)

@@ -24,6 +24,7 @@ from typing import Callable
 
 from aha.config import Config
 from aha.rewards.compose import SHORT_NAMES, CompositeReward, RewardError, build_reward, resolve_function
+from aha.tasks.base import prompt_text
 
 REWARD = "reward"
 SLACK = 1e-6  # a total is a float32 sum of weighted parts: 0.4 + 0.6 may land a hair under 1.0
@@ -34,7 +35,7 @@ class ScorerError(RewardError):
 
 
 def _sample_label(sample: dict) -> str:
-    prompt = " ".join(str(sample.get("prompt", "")).split())
+    prompt = " ".join(prompt_text(sample.get("prompt", "")).split())
     return f"{sample.get('id', '?')} ({prompt[:60] + '...' if len(prompt) > 60 else prompt!r})"
 
 

@@ -25,6 +25,7 @@ import re
 import torch
 
 from aha.rewards.compose import batched
+from aha.tasks.base import prompt_text
 
 _JUDGES: dict[str, object] = {}
 _INTEGER = re.compile(r"\d+")
@@ -54,7 +55,7 @@ def judge_messages(rubric: str, sample: dict, completion: str, mode: str, scale:
     reference = ""
     if show_reference and sample.get("answer") not in (None, ""):
         reference = f"Reference answer:\n{sample['answer']}\n\n"
-    text = TEMPLATE.format(rubric=rubric, prompt=sample.get("prompt", ""), reference=reference,
+    text = TEMPLATE.format(rubric=rubric, prompt=prompt_text(sample.get("prompt", "")), reference=reference,
                            completion=completion[:max_chars], instruction=INSTRUCTIONS[mode].format(scale=scale))
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
 

@@ -12,7 +12,7 @@ ANSWER_OR = "tests"  # a code task's reference is its tests
 
 
 def load_jsonl(path: Path) -> list[dict]:
-    from aha.tasks.base import TaskError
+    from aha.tasks.base import TaskError, check_prompt
 
     if not path.is_file():
         raise TaskError(f"task data file not found: {path}")
@@ -24,6 +24,9 @@ def load_jsonl(path: Path) -> list[dict]:
         if missing:
             raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}"
                             + (" (or tests, for a code task)" if "answer" in missing else ""))
+        problem = check_prompt(sample["prompt"], f"{path}:{lineno}")
+        if problem:
+            raise TaskError(problem)
         sample.setdefault("id", f"{path.name}:{lineno}")
         samples.append(sample)
     if not samples:

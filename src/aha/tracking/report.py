@@ -10,6 +10,8 @@ import base64
 import html
 import io
 
+from aha.tasks.base import prompt_text
+
 STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"
          "pre{white-space:pre-wrap;margin:0.3em 0;font-size:0.85em}.plots img{margin:0.5em;border:1px solid #eee}"
@@ -108,7 +110,7 @@ def eval_sections(report: dict, heading: str = "h1") -> list[str]:
                      + "".join(f"<th>{e(m)}</th>" for m in report["models"]) + "</tr>")
         for ex in examples:
             cells = "".join(f"<td>{m['correct']}/{m['n']}<pre>{e(m['sample'])}</pre></td>" for m in ex["models"].values())
-            parts.append(f"<tr><td>{e(ex['prompt'])}<br><small>{e(ex['group'])}</small></td>"
+            parts.append(f"<tr><td>{e(prompt_text(ex['prompt']))}<br><small>{e(ex['group'])}</small></td>"
                          f"<td>{e(str(ex['answer']))}</td>{cells}</tr>")
         parts.append("</table>")
     return parts

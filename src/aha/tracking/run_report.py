@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from aha.jsonl import read_jsonl
+from aha.tasks.base import prompt_text
 from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
 
 
@@ -185,7 +186,7 @@ def _samples_section(samples: list[dict], per_step: int = 4) -> str:
     e = html.escape
     steps = sorted({s["step"] for s in train})
     shown = [s for step in dict.fromkeys([steps[0], steps[-1]]) for s in [x for x in train if x["step"] == step][:per_step]]
-    rows = "".join(f"<tr><td>{s['step']}</td><td>{e(str(s.get('prompt', '')))}</td><td>{e(str(s.get('answer', '')))}</td>"
+    rows = "".join(f"<tr><td>{s['step']}</td><td>{e(prompt_text(s.get('prompt', '')))}</td><td>{e(str(s.get('answer', '')))}</td>"
                    f"<td><pre>{e(str(s.get('completion', '')))}</pre></td><td>{s.get('reward', float('nan')):.3g}</td></tr>"
                    for s in shown)
     return ("<h2>Samples (first and last logged step)</h2><table><tr><th>step</th><th>prompt</th><th>answer</th>"

@@ -197,3 +197,40 @@ def test_an_interrupt_inside_a_step_keeps_the_last_whole_checkpoint(tmp_path, mo
     # step 3 was cut short: its half-changed state is not saved as if it were whole
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2"]
     assert "KeyboardInterrupt" in (run / "log.txt").read_text() and not (run / "run.lock").exists()
+
+
+def test_a_launch_that_fails_before_its_run_begins_leaves_no_folder(tmp_path):
+    from aha.rewards import RewardError
+
+    with pytest.raises(RewardError):
+        train(tiny_config(tmp_path, "bad", *FAST, "reward=[{fn: 'no_such_module:score'}]"), echo=QUIET)
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(FileNotFoundError):
+        train(tiny_config(tmp_path, "nomodel", *FAST, f"model={tmp_path / 'missing-model'}"), echo=QUIET)
+    assert not (tmp_path / "nomodel").exists()
+    # a folder that was there before is the user's: kept, with the error in its log
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine/notes.txt").write_text("keep me")
+    with pytest.raises(RewardError):
+        train(tiny_config(tmp_path, "mine", *FAST, "reward=[{fn: 'no_such_module:score'}]"), echo=QUIET)
+    assert (tmp_path / "mine/notes.txt").read_text() == "keep me" and "training stopped by an error" in (tmp_path / "mine/log.txt").read_text()
+
+
+def test_a_checkpoint_holding_nan_is_refused_on_resume_naming_the_tensor(tmp_path):
+    from safetensors.torch import save_file
+
+    run = Path(first_run(tmp_path, "train.checkpoint_every=1", "train.keep_checkpoints=2").run_dir)
+    path = run / "checkpoints/step-2/model.safetensors"
+    weights = load_file(path)
+    name = sorted(weights)[0]
+    weights[name][0] = float("nan")
+    save_file(weights, str(path), metadata={"format": "pt"})
+    with pytest.raises(ConfigError) as err:
+        train(tiny_config(tmp_path, "run", *FAST[1:], "train.steps=3", "train.checkpoint_every=1", "train.keep_checkpoints=2"), echo=QUIET)
+    message = str(err.value)
+    # the file holds the tied embedding once; the model has it as embed_tokens and lm_head
+    assert message.startswith(f"checkpoint {run / 'checkpoints/step-2'} holds NaN or inf in 2 tensors (first: "
+                              "model.model.embed_tokens.weight)")
+    assert name == "model.embed_tokens.weight"
+    assert f"Delete it to resume from {run / 'checkpoints/step-1'}" in message
+    assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2]  # nothing of the refused resume written

@@ -77,6 +77,18 @@ def load_weights(model, folder: Path, name: str = "model") -> None:
     load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
 
 
+def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:
+    """Names of the weights and optimizer state tensors holding NaN or inf (a checkpoint
+    written by a run that let one through must not be trained on again)."""
+    bad = [f"{name}.{key}" for name, module in modules.items() for key, t in module.state_dict().items()
+           if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    for name, optimizer in optimizers.items():
+        for index, state in enumerate(optimizer.state.values()):
+            bad += [f"{name} optimizer state {index}.{key}" for key, t in state.items()
+                    if torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    return bad
+
+
 def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict, dict]:
     """Restore weights, optimizers and RNG; return (state.json, extra)."""
     for name, module in modules.items():

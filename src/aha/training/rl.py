@@ -9,8 +9,10 @@ import random
 import signal
 import socket
 import threading
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,7 +30,7 @@ from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.training.alarms import Alarms
-from aha.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from aha.training.checkpoint import list_checkpoints, load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.precision import resolve_dtype
 from aha.models.value import ValueModel
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
@@ -144,6 +146,7 @@ class DeferredInterrupt:
 
 
 def train(config: Config, echo=print) -> TrainSummary:
+    fresh = not Path(config.output_dir).exists()
     run = RunDir(config.output_dir)
     lock = RunLock(run.path)
     run.attach_log()
@@ -179,6 +182,10 @@ def train(config: Config, echo=print) -> TrainSummary:
     finally:
         lock.release()
         run.detach_log()
+        if fresh and not (run.path / "config.yaml").exists():
+            # a launch that failed before its run began (a bad task or reward, a missing model): the
+            # error is on the console, and no empty run folder is left behind
+            shutil.rmtree(run.path, ignore_errors=True)
 
 
 def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
@@ -219,6 +226,12 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, ta
     accuracy_before = None
     if config.train.resume and checkpoints:
         state, extra = _load_changed(checkpoints[-1], modules, optimizers, changes)
+        poisoned = non_finite_tensors(modules, optimizers)
+        if poisoned:
+            earlier = f"Delete it to resume from {checkpoints[-2]}, or pick" if len(checkpoints) > 1 else "Pick"
+            raise ConfigError(f"checkpoint {checkpoints[-1]} holds NaN or inf in {len(poisoned)} tensors (first: "
+                              f"{poisoned[0]}); training on it would spread them. {earlier} a new output_dir to "
+                              "start afresh")
         start = state["step"]
         sampler.load_state(state["sampler"])
         if replay_buffer is not None and "replay" in extra:  # absent when replay was turned on by a config change

@@ -79,3 +79,20 @@ def test_cli_audit_reward(tmp_path, capsys):
     assert errors and all(e["error"] in ("false_positive", "false_negative") for e in errors)
     assert main(["audit", "reward", str(config), "--labels", str(tmp_path / "missing.jsonl")]) == 2
     assert "labels file not found" in capsys.readouterr().err
+
+
+def test_the_audit_names_the_reward_as_it_is_combined(tmp_path, capsys):
+    config = tmp_path / "audit.yaml"
+    config.write_text("model: tiny\nreward: [{fn: math_answer}, {fn: format, weight: 0.2},\n"
+                      "  {fn: math_answer, name: gate, combine: gate, gate_min: 0.5}, {fn: format, name: fmt, combine: product}]\n")
+    assert main(["audit", "reward", str(config), "--labels", str(SHIPPED)]) == 0
+    assert "(1*math_answer + 0.2*format) * [gate >= 0.5] * fmt: 404 labelled completions" in capsys.readouterr().out
+
+
+def test_reward_formula():
+    from aha.rewards.compose import reward_formula
+
+    assert reward_formula([("a", 1.0, "sum", 1.0)]) == "1*a"
+    assert reward_formula([("a", 1.0, "sum", 1.0), ("b", 0.5, "sum", 1.0)]) == "1*a + 0.5*b"
+    assert reward_formula([("a", 2.0, "sum", 1.0), ("g", 1.0, "gate", 1.0)]) == "2*a * [g >= 1]"
+    assert reward_formula([("g", 1.0, "gate", 0.5)]) == "0 * [g >= 0.5]"  # nothing summed: the total is 0

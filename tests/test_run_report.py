@@ -41,7 +41,7 @@ def test_a_long_run_is_drawn_smoothed(tmp_path):
                                                     for s in range(1, 201)))
     assert main(["report", str(tmp_path)]) == 0
     page = (tmp_path / "report.html").read_text()
-    assert "task my_task.jsonl" in page and "steps logged: 200." in page
+    assert "task my_task (train my_task.jsonl)" in page and "steps logged: 200." in page
     assert page.count("<img") == 2  # reward and entropy: nothing else was logged
 
 

@@ -178,6 +178,19 @@ def test_multiple_choice():
     assert multiple_choice("I cannot decide", {"answer": "A"}) == 0.0
 
 
+@pytest.mark.parametrize("hedge", ["A B C D", "A or B", "The answer is A or B.", "Answer: B, C", r"\boxed{A/B}",
+                                   "It is (A) or (B)", "A and B", "Either B or C"])
+def test_multiple_choice_hedges_score_zero_whichever_letter_is_right(hedge):
+    assert all(multiple_choice(hedge, {"answer": letter}) == 0.0 for letter in "ABCD")
+
+
+@pytest.mark.parametrize("text, letter", [("A or B? I pick D", "D"), ("The answer is (B).", "B"),
+                                          ("A looks tempting, but C is right.", "C"), ("Answer: B", "B"),
+                                          ("I think the answer is C", "C"), (r"not A, so \boxed{D}", "D")])
+def test_multiple_choice_one_pick_after_weighing_options_still_counts(text, letter):
+    assert multiple_choice(text, {"answer": letter}) == 1.0
+
+
 def test_exact_match_normalises_and_accepts_aliases():
     assert exact_match("Answer: The Eiffel Tower!", {"answer": "eiffel tower"}) == 1.0
     assert exact_match("Answer: Paris", {"answer": "x", "answers": ["Paris, France", "Paris"]}) == 1.0

@@ -192,8 +192,7 @@ def _audit(config, args) -> None:
 
     reward = build_reward(config.reward, config.base_dir)
     result = audit_reward(reward, load_labels(args.labels), args.threshold)
-    name = " + ".join(f"{c.weight:g}*{c.name}" for c in reward.components)
-    print(format_audit(result, name, args.examples))
+    print(format_audit(result, reward.formula(), args.examples))
     if args.output:
         rows = [{"error": "false_positive", **r} for r in result.false_positives]
         rows += [{"error": "false_negative", **r} for r in result.false_negatives]

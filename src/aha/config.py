@@ -68,7 +68,7 @@ class TrainConfig(Strict):
     """Optimisation and bookkeeping; the RL maths lives in `algorithm`."""
 
     steps: int = Field(100, ge=0, description="RL steps: one rollout batch each")
-    lr: float = 1e-6
+    lr: float = Field(1e-6, ge=0, description="AdamW learning rate; 1e-6 (TRL's GRPO default) suits models of 1B and up, the recipes use 3e-5 for the 135M model")
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.99)
     micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward (memory only: gradients accumulate, results do not change)")

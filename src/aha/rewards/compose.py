@@ -40,6 +40,17 @@ SHORT_NAMES = {
 }
 
 
+def reward_formula(parts: list[tuple[str, float, str, float]]) -> str:
+    """How the total is made, as the composition computes it: (name, weight, combine,
+    gate_min) per component -> '(1*correct + 0.2*format) * length_ok * [safe >= 1]'."""
+    terms = " + ".join(f"{weight:g}*{name}" for name, weight, combine, _ in parts if combine == "sum")
+    factors = [name if combine == "product" else f"[{name} >= {gate_min:g}]"
+               for name, _, combine, gate_min in parts if combine != "sum"]
+    if not factors:
+        return terms
+    return " * ".join(([f"({terms})" if " + " in terms else terms] if terms else ["0"]) + factors)
+
+
 class RewardError(ValueError):
     """A reward spec that cannot be used; the message names the config key."""
 
@@ -203,6 +214,9 @@ class CompositeReward:
             failures["total"] = failures.get("total", 0) + 1
             total[i] = 0.0
         return RewardResult(total, components, failed, failures)
+
+    def formula(self) -> str:
+        return reward_formula([(c.name, c.weight, c.combine, c.gate_min) for c in self.components])
 
     def _report(self, name: str, sample: dict, error: str) -> None:
         self.first_errors.setdefault(name, f"on sample {sample.get('id', '?')}: {error}")

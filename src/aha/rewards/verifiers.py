@@ -217,12 +217,28 @@ def _gold_span(reference: str) -> str:
 _CHOICE = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?(?![A-Za-z])")
 
 
+# two or more choice letters joined only by separators: "A or B", "A B C D", "(A), (C)", "A/B"
+_CHOICE_LIST = re.compile(r"(?<![A-Za-z])\(?[A-J]\)?(?:\s*(?:,|/|;|&|\bor\b|\band\b)?\s*\(?[A-J]\)?(?![A-Za-z]))+")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n")
+
+
+def _hedges(text: str, choices: str) -> bool:
+    """True if `text` lists several different choices as its answer ("A or B", "A B C D")."""
+    return any(len({c for c in _CHOICE.findall(run.group()) if c in choices}) > 1 for run in _CHOICE_LIST.finditer(text))
+
+
 def multiple_choice(completion: str, sample: dict, choices: str = "ABCDEFGHIJ") -> float:
-    """1.0 if the chosen letter equals sample['answer'] (e.g. "B"): the letter in the final
-    answer span, else the last standalone choice letter of the completion."""
+    """1.0 if the chosen letter equals sample['answer'] (e.g. "B"): the first letter in the
+    final answer span, else the last standalone choice letter of the completion. Where the
+    pick is read from (the span, else the last sentence with a letter) must not list several
+    choices: "A or B" and "A B C D" are hedges and score 0, whichever letter is right."""
     span = final_answer(completion)
-    found = [c for c in _CHOICE.findall(span if span is not None else completion) if c in choices]
-    if not found:
+    region = span
+    if span is None:
+        sentences = [t for t in _SENTENCE_END.split(completion) if any(c in choices for c in _CHOICE.findall(t))]
+        region = sentences[-1] if sentences else ""
+    found = [c for c in _CHOICE.findall(region) if c in choices]
+    if not found or _hedges(region, choices):
         return 0.0
     pick = found[0] if span is not None else found[-1]
     return 1.0 if pick == str(sample["answer"]).strip().strip("()").upper() else 0.0

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from aha.jsonl import read_jsonl
+from aha.rewards.compose import reward_formula
 from aha.tasks.base import prompt_text
 from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
 
@@ -133,10 +134,12 @@ def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of:
 def _config_summary(config: dict) -> str:
     reward = config.get("reward") or []
     task = config.get("task") or {}
-    files = f" (train {task['data']}, held-out {task.get('eval_data')})" if task.get("data") else ""
+    files = (f" (train {task['data']}" + (f", held-out {task['eval_data']})" if task.get("eval_data") else ")")
+             if task.get("data") else "")
     parts = [f"model {config.get('model')}", f"task {task.get('name') or Path(str(task.get('eval_data') or task.get('data'))).stem}{files}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
-             "reward " + " + ".join(f"{r.get('weight', 1)}*{r.get('name') or r.get('fn')}" for r in reward)]
+             "reward " + reward_formula([(r.get("name") or str(r.get("fn")), float(r.get("weight", 1)), r.get("combine", "sum"),
+                                         float(r.get("gate_min", 1.0))) for r in reward])]
     return ", ".join(parts)
 
 

@@ -88,3 +88,15 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
     # the numbers behind the accuracy plot are the logged ones
     logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged if "eval/accuracy" in r] == [0, 3, 6]
+
+
+def test_a_metrics_file_with_steps_logged_twice_is_flagged(tmp_path):
+    from aha.tracking.run_report import run_report_html
+
+    (tmp_path / "config.yaml").write_text("model: tiny\n")
+    rows = [{"step": s, "reward/mean": 0.1 * s} for s in (1, 2, 3, 2, 3, 4)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = run_report_html(tmp_path)
+    assert "<b>metrics.jsonl is not one run</b>: its steps go back (and 2 are logged more than once)" in page
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": 0.0}) + "\n" for s in (1, 2, 3)))
+    assert "not one run" not in run_report_html(tmp_path)

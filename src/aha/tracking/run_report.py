@@ -158,6 +158,11 @@ def _alarms_section(metrics: list[dict]) -> str:
     steps that trained nothing, optimizer steps dropped for a non-finite loss or gradient."""
     steps = [r for r in metrics if "reward/mean" in r]
     items = []
+    order = [r["step"] for r in steps]
+    if any(b <= a for a, b in zip(order, order[1:])):
+        twice = len(order) - len(set(order))
+        items.append(f"<li><b>metrics.jsonl is not one run</b>: its steps go back (and {twice} are logged more than "
+                     "once), as when two processes wrote into one folder; the plots below mix them</li>")
     failing = [r for r in steps if r.get("reward/failed")]
     if failing:
         per = {}

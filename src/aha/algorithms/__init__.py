@@ -1,4 +1,5 @@
-"""Pure maths of RL post-training: advantages, policy losses, KL estimators, shaping.
+"""Pure maths of RL post-training: advantages, policy losses, KL estimators, shaping,
+preference losses.
 
 Every function here takes and returns tensors; none knows about models, engines or files.
 """
@@ -33,6 +34,16 @@ from aha.algorithms.losses import (
     sequence_log_ratio,
     truncated_is_weights,
 )
+from aha.algorithms.preference import (
+    bradley_terry_loss,
+    dpo_loss,
+    ipo_loss,
+    kto_loss,
+    kto_reference_point,
+    orpo_loss,
+    preference_logits,
+    simpo_loss,
+)
 from aha.algorithms.shaping import (
     adapt_length_coef,
     length_cost,
@@ -43,6 +54,14 @@ from aha.algorithms.shaping import (
 )
 
 __all__ = [
+    "bradley_terry_loss",
+    "dpo_loss",
+    "ipo_loss",
+    "kto_loss",
+    "kto_reference_point",
+    "orpo_loss",
+    "preference_logits",
+    "simpo_loss",
     "adapt_length_coef", "length_cost",
     "AGGREGATIONS", "KL_ESTIMATORS", "LOG_RATIO_CLAMP", "LossNorm", "aggregate", "cispo_loss", "clamped_log_ratio",
     "clipped_surrogate", "clipped_value_loss", "discounted_returns", "dither_rewards", "entropy_from_logits",

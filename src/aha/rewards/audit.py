@@ -10,7 +10,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from aha.jsonl import read_jsonl
-from aha.rewards.compose import CompositeReward, RewardError
+from aha.rewards.compose import CompositeReward
+from aha.rewards.functions import RewardError
 
 
 @dataclass

@@ -2,42 +2,19 @@
 
 from __future__ import annotations
 
-import functools
-import importlib
-import importlib.util
-import inspect
 import logging
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from aha.config import RewardSpec
+from aha.rewards.functions import RewardError, bind_args, resolve_function
 from aha.rewards.pool import Outcome, WorkerPool
 
 log = logging.getLogger(__name__)
 
 RewardFn = Callable[[str, dict], "float | dict[str, float]"]
-SHORT_NAMES = {
-    "numeric_answer": "aha.rewards:numeric_answer",
-    "math_answer": "aha.rewards:math_answer",
-    "multiple_choice": "aha.rewards:multiple_choice",
-    "exact_match": "aha.rewards:exact_match",
-    "regex_match": "aha.rewards:regex_match",
-    "format": "aha.rewards:format_reward",
-    "think_answer_format": "aha.rewards:think_answer_format",
-    "json_format": "aha.rewards:json_format",
-    "length_limit": "aha.rewards:length_limit",
-    "bleu": "aha.rewards:bleu",
-    "chrf": "aha.rewards:chrf",
-    "rouge_l": "aha.rewards:rouge_l",
-    "length_penalty": "aha.rewards:length_penalty",
-    "target_length_bonus": "aha.rewards:target_length_bonus",
-    "calibration": "aha.rewards:calibration_reward",
-    "code_tests": "aha.rewards:code_tests",
-    "rubric_judge": "aha.rewards.judge:rubric_judge",
-}
 
 
 def reward_formula(parts: list[tuple[str, float, str, float]]) -> str:
@@ -51,10 +28,6 @@ def reward_formula(parts: list[tuple[str, float, str, float]]) -> str:
     return " * ".join(([f"({terms})" if " + " in terms else terms] if terms else ["0"]) + factors)
 
 
-class RewardError(ValueError):
-    """A reward spec that cannot be used; the message names the config key."""
-
-
 class RewardFailureError(RewardError):
     """A reward that failed on more of a step's samples than train.max_reward_failure_rate allows."""
 
@@ -65,49 +38,6 @@ class RewardResult:
     components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
     failed: torch.Tensor  # (N,) bool: some component raised or gave NaN/inf on this sample
     failures: dict[str, int] = field(default_factory=dict)  # component name ("total": an overflow) -> samples it failed on
-
-
-def _import_module(module: str, base_dir: Path):
-    if module.endswith(".py"):
-        path = Path(module)
-        if not path.is_absolute() and not path.exists():
-            path = base_dir / path
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path}")
-        name = f"aha_user_{path.stem}_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-    # a plain module name is looked up next to the config too, then on sys.path
-    if str(base_dir) not in sys.path and (base_dir / (module.split(".")[0] + ".py")).exists():
-        sys.path.insert(0, str(base_dir))
-    return importlib.import_module(module)
-
-
-def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = ".") -> Callable:
-    """'module:function' or 'file.py:function' -> the callable; errors name the config key."""
-    path = SHORT_NAMES.get(path, path)
-    module, sep, attr = path.rpartition(":")
-    if not sep or not module or not attr:
-        raise RewardError(f"{key}: {path!r} must be 'module:function' or 'path/to/file.py:function'")
-    try:
-        mod = _import_module(module, Path(base_dir))
-    except Exception as err:  # noqa: BLE001 - any import failure is reported the same way
-        raise RewardError(f"{key}: cannot import {module!r}: {type(err).__name__}: {err}") from None
-    fn = getattr(mod, attr, None)
-    if not callable(fn):
-        raise RewardError(f"{key}: module {module!r} has no function {attr!r}")
-    return fn
-
-
-def batched(fn: Callable) -> Callable:
-    """Mark fn(completions, samples, **args) -> list[float | dict | None] as a batched reward
-    (a judge model scores many completions in one forward pass). None scores a sample as
-    failed."""
-    fn.aha_batched = True
-    return fn
 
 
 @dataclass
@@ -232,16 +162,6 @@ class CompositeReward:
                 comp.pool.close()
 
 
-def _with_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Callable:
-    """fn(completion, sample, **args); unknown argument names are a config error now, not a
-    failure on every sample later."""
-    try:
-        inspect.signature(fn).bind([] if batched else "completion", [] if batched else {}, **args)
-    except TypeError as err:
-        raise RewardError(f"{key}: {err}") from None
-    return functools.partial(fn, **args)
-
-
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward") -> CompositeReward:
     """The composite of a config's reward list; errors name `section[i].key`."""
     if not specs:
@@ -252,7 +172,7 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
         fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
         is_batched = getattr(fn, "aha_batched", False)
         if spec.args:
-            fn = _with_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
+            fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
         name = spec.name or spec.fn.rpartition(":")[2]
         if any(name == other.name for other in components):
             raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")

@@ -24,8 +24,8 @@ import re
 
 import torch
 
-from aha.rewards.compose import batched
-from aha.tasks.base import prompt_text
+from aha.rewards.functions import batched
+from aha.tasks.prompts import prompt_text
 
 _JUDGES: dict[str, object] = {}
 _INTEGER = re.compile(r"\d+")

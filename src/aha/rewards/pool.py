@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from aha.rewards.functions import bind_args, resolve_function
+
 _CTX = multiprocessing.get_context("spawn")  # never fork a process that holds a model and thread pools
 
 
@@ -25,12 +27,11 @@ class Outcome:
 
 
 def _worker_main(conn, fn_path: str, args: dict, base_dir: str) -> None:
-    from aha.rewards.compose import _with_args, resolve_function
 
     try:
         fn = resolve_function(fn_path, base_dir=base_dir)
         if args:
-            fn = _with_args(fn, args, key="reward.args")
+            fn = bind_args(fn, args, key="reward.args")
     except Exception as err:  # noqa: BLE001 - the parent raises it
         conn.send(("failed", f"{type(err).__name__}: {err}"))
         return

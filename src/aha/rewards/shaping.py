@@ -24,7 +24,7 @@ def length_penalty(completion: str, sample: dict, limit_words: int, coef: float 
 
 @lru_cache(maxsize=None)
 def _verifier(name: str):
-    from aha.rewards.compose import resolve_function
+    from aha.rewards.functions import resolve_function
 
     return resolve_function(name, key="reward.args.verifier")
 

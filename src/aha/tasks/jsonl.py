@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from aha.jsonl import read_jsonl
+from aha.tasks.errors import TaskError
+from aha.tasks.prompts import check_prompt
 
 REQUIRED = ("prompt", "answer")
 ANSWER_OR = "tests"  # a code task's reference is its tests
 
 
 def load_jsonl(path: Path) -> list[dict]:
-    from aha.tasks.base import TaskError, check_prompt
-
     if not path.is_file():
         raise TaskError(f"task data file not found: {path}")
     samples = []

@@ -1,0 +1,90 @@
+"""Naming a reward function in a config: 'module:function', 'file.py:function' or a built-in
+short name, resolved to the callable, with its config args bound. Shared by the composition
+and its worker processes; it imports no torch."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from typing import Callable
+
+SHORT_NAMES = {
+    "numeric_answer": "aha.rewards:numeric_answer",
+    "math_answer": "aha.rewards:math_answer",
+    "multiple_choice": "aha.rewards:multiple_choice",
+    "exact_match": "aha.rewards:exact_match",
+    "regex_match": "aha.rewards:regex_match",
+    "format": "aha.rewards:format_reward",
+    "think_answer_format": "aha.rewards:think_answer_format",
+    "json_format": "aha.rewards:json_format",
+    "length_limit": "aha.rewards:length_limit",
+    "bleu": "aha.rewards:bleu",
+    "chrf": "aha.rewards:chrf",
+    "rouge_l": "aha.rewards:rouge_l",
+    "length_penalty": "aha.rewards:length_penalty",
+    "target_length_bonus": "aha.rewards:target_length_bonus",
+    "calibration": "aha.rewards:calibration_reward",
+    "code_tests": "aha.rewards:code_tests",
+    "rubric_judge": "aha.rewards.judge:rubric_judge",
+}
+
+
+class RewardError(ValueError):
+    """A reward spec that cannot be used; the message names the config key."""
+
+
+def _import_module(module: str, base_dir: Path):
+    if module.endswith(".py"):
+        path = Path(module)
+        if not path.is_absolute() and not path.exists():
+            path = base_dir / path
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        name = f"aha_user_{path.stem}_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    # a plain module name is looked up next to the config too, then on sys.path
+    if str(base_dir) not in sys.path and (base_dir / (module.split(".")[0] + ".py")).exists():
+        sys.path.insert(0, str(base_dir))
+    return importlib.import_module(module)
+
+
+def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = ".") -> Callable:
+    """'module:function' or 'file.py:function' -> the callable; errors name the config key."""
+    path = SHORT_NAMES.get(path, path)
+    module, sep, attr = path.rpartition(":")
+    if not sep or not module or not attr:
+        raise RewardError(f"{key}: {path!r} must be 'module:function' or 'path/to/file.py:function'")
+    try:
+        mod = _import_module(module, Path(base_dir))
+    except Exception as err:  # noqa: BLE001 - any import failure is reported the same way
+        raise RewardError(f"{key}: cannot import {module!r}: {type(err).__name__}: {err}") from None
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise RewardError(f"{key}: module {module!r} has no function {attr!r}")
+    return fn
+
+
+def batched(fn: Callable) -> Callable:
+    """Mark fn(completions, samples, **args) -> list[float | dict | None] as a batched reward
+    (a judge model scores many completions in one forward pass). None scores a sample as
+    failed."""
+    fn.aha_batched = True
+    return fn
+
+
+def bind_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Callable:
+    """fn(completion, sample, **args); unknown argument names are a config error now, not a
+    failure on every sample later."""
+    try:
+        inspect.signature(fn).bind([] if batched else "completion", [] if batched else {}, **args)
+    except TypeError as err:
+        raise RewardError(f"{key}: {err}") from None
+    return functools.partial(fn, **args)

@@ -129,3 +129,12 @@ def test_critic_learns_the_returns():
     # the best value there is the group's mean return
     values = forward_values(critic, b, shape)[:, 0].view(-1, G)[:, 0]
     torch.testing.assert_close(values, batch.rewards.view(-1, G).mean(dim=1), atol=0.03, rtol=0)
+
+
+def test_the_configs_policy_losses_are_the_registrys():
+    import typing
+
+    from aha.config import AlgorithmConfig
+    from aha.training.update import POLICY_LOSSES
+
+    assert set(typing.get_args(AlgorithmConfig.model_fields["policy_loss"].annotation)) == set(POLICY_LOSSES)

@@ -85,17 +85,24 @@ def forward_values(critic, batch: Batch, shape: Shape) -> torch.Tensor:
     return _per_token(batch, shape, critic, critic.backbone, head)
 
 
+# algorithm.policy_loss -> (algo, logp, old, advantages, mask) -> (per-token loss, clip mask).
+# A new loss is one entry here plus its name in the config's Literal (a test checks they agree).
+POLICY_LOSSES = {
+    "ppo": lambda algo, logp, old, advantages, mask:
+        clipped_surrogate(logp, old, advantages, algo.clip_low, algo.clip_high, algo.dual_clip),
+    "gspo": lambda algo, logp, old, advantages, mask:
+        gspo_surrogate(logp, old, advantages, mask, algo.clip_low, algo.clip_high),
+    "cispo": lambda algo, logp, old, advantages, mask:
+        cispo_loss(logp, old, advantages, algo.clip_low, algo.clip_high),
+    "pg": lambda algo, logp, old, advantages, mask: policy_gradient_loss(logp, advantages),
+}
+
+
 def policy_loss(algo: AlgorithmConfig, logp, old, advantages, mask):
     """Per-token loss and clip mask of the configured policy loss."""
-    if algo.policy_loss == "ppo":
-        return clipped_surrogate(logp, old, advantages, algo.clip_low, algo.clip_high, algo.dual_clip)
-    if algo.policy_loss == "gspo":
-        return gspo_surrogate(logp, old, advantages, mask, algo.clip_low, algo.clip_high)
-    if algo.policy_loss == "cispo":
-        return cispo_loss(logp, old, advantages, algo.clip_low, algo.clip_high)
-    if algo.policy_loss == "pg":
-        return policy_gradient_loss(logp, advantages)
-    raise ValueError(f"unknown policy loss {algo.policy_loss!r}")
+    if algo.policy_loss not in POLICY_LOSSES:
+        raise ValueError(f"unknown policy loss {algo.policy_loss!r} (known: {', '.join(POLICY_LOSSES)})")
+    return POLICY_LOSSES[algo.policy_loss](algo, logp, old, advantages, mask)
 
 
 def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -109,7 +110,7 @@ class CompositeReward:
         factor = torch.ones(n)
         failed = torch.zeros(n, dtype=torch.bool)
         components: dict[str, torch.Tensor] = {}
-        failures: dict[str, int] = {}
+        failures: Counter = Counter()
         for comp in self.components:
             for i, outcome in enumerate(comp.evaluate(completions, samples)):
                 parts = {}
@@ -127,7 +128,7 @@ class CompositeReward:
                 if outcome.error is not None:
                     self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True
-                    failures[comp.name] = failures.get(comp.name, 0) + 1
+                    failures[comp.name] += 1
                 for part, v in parts.items():
                     components.setdefault(part, torch.zeros(n))[i] = v
                 value = comp.clip(sum(parts.values())) if parts else 0.0
@@ -141,9 +142,9 @@ class CompositeReward:
         for i in (~torch.isfinite(total)).nonzero().view(-1).tolist():  # finite parts can still overflow
             self._report("total", samples[i], f"non-finite total {float(total[i])!r} from finite components")
             failed[i] = True
-            failures["total"] = failures.get("total", 0) + 1
+            failures["total"] += 1
             total[i] = 0.0
-        return RewardResult(total, components, failed, failures)
+        return RewardResult(total, components, failed, dict(failures))
 
     def formula(self) -> str:
         return reward_formula([(c.name, c.weight, c.combine, c.gate_min) for c in self.components])

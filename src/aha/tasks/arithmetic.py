@@ -16,7 +16,6 @@ def arithmetic_splits(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
 
     For commutative operators, a*b and b*a are the same problem and always land in the
     same split, so the held-out set never tests a problem seen in training."""
-
     if cfg.a_min > cfg.a_max or cfg.b_min > cfg.b_max:
         raise TaskError("task: a_min/b_min must not exceed a_max/b_max")
     groups: dict[tuple, list[dict]] = {}

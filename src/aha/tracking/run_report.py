@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,6 +154,14 @@ def _headline_table(data: dict) -> str:
     return "<table><tr><th>metric</th><th>first</th><th>last</th></tr>" + "".join(rows) + "</table>" if rows else ""
 
 
+FAILURE_PREFIX = "reward_failed/"  # per-component failure counts in a step's record
+
+
+def failure_counts(record: dict) -> dict[str, int]:
+    """{component: samples it failed on} of one step's record."""
+    return {k[len(FAILURE_PREFIX):]: int(v) for k, v in record.items() if k.startswith(FAILURE_PREFIX) and v}
+
+
 def _alarms_section(metrics: list[dict]) -> str:
     """The run's silent failures, said at the top: steps whose reward failed on some samples,
     steps that trained nothing, optimizer steps dropped for a non-finite loss or gradient."""
@@ -165,11 +174,9 @@ def _alarms_section(metrics: list[dict]) -> str:
                      "once), as when two processes wrote into one folder; the plots below mix them</li>")
     failing = [r for r in steps if r.get("reward/failed")]
     if failing:
-        per = {}
+        per = Counter()
         for r in failing:
-            for k, v in r.items():
-                if k.startswith("reward_failed/"):
-                    per[k.split("/", 1)[1]] = per.get(k.split("/", 1)[1], 0) + int(v)
+            per.update(failure_counts(r))
         worst = max(failing, key=lambda r: r.get("reward/failed_frac", 0.0))
         each = ", ".join(f"{html.escape(name)}: {n} samples" for name, n in per.items())
         items.append(f"<li><b>reward failures</b> in {len(failing)} of {len(steps)} steps ({each}; worst step "
@@ -240,11 +247,11 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         parts.append("<p>Hacking monitor: no flags.</p>")
     parts.append(_alarms_section(metrics))
     parts.append(_headline_table(data))
-    plots = []
+    plots, label_of = [], labels(config)
     for panel in PANELS:
         names = panel.select(list(data))
         if names:
-            plots.append(img(panel_png(panel, names, data, flags, labels(config)), panel.title))
+            plots.append(img(panel_png(panel, names, data, flags, label_of), panel.title))
     parts.append("<h2>Over training</h2><div class='plots'>" + "".join(plots) + "</div>")
     parts.append(_samples_section(read_records(run / "samples.jsonl")))
     for path in eval_reports:

@@ -4,20 +4,21 @@ normally while its reward failed on every sample would publish numbers that mean
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from aha.rewards import RewardFailureError
-
-FAILURE_PREFIX = "reward_failed/"  # per-component failure counts in a step's record
-
-
-def failure_counts(record: dict) -> dict[str, int]:
-    """{component: samples it failed on} of one step's record."""
-    return {k[len(FAILURE_PREFIX):]: int(v) for k, v in record.items() if k.startswith(FAILURE_PREFIX) and v}
+from aha.tracking.run_report import failure_counts
 
 
-def describe_failures(record: dict, sampled: int, first_errors: dict[str, str]) -> str:
+def samples_scored(record: dict) -> int:
+    """How many samples the step's reward scored (the record keeps the failures and their share)."""
+    return round(record["reward/failed"] / record["reward/failed_frac"]) if record.get("reward/failed") else 0
+
+
+def describe_failures(record: dict, first_errors: dict[str, str]) -> str:
     """'score on 48 of 48 samples (first error on sample 3: TypeError: ...)', one per component."""
+    sampled = samples_scored(record)
     parts = []
     for name, count in failure_counts(record).items():
         first = first_errors.get(name)
@@ -31,10 +32,9 @@ def check_reward_failures(record: dict, limit: float, first_errors: dict[str, st
     rate = record.get("reward/failed_frac", 0.0)
     if rate <= limit:
         return
-    sampled = round(record["reward/failed"] / rate)
     raise RewardFailureError(
-        f"step {step}: the reward failed on {record['reward/failed']} of {sampled} samples ({rate:.0%}), more than "
-        f"train.max_reward_failure_rate={limit:g}: {describe_failures(record, sampled, first_errors)}. The run stopped "
+        f"step {step}: the reward failed on {record['reward/failed']} of {samples_scored(record)} samples ({rate:.0%}), "
+        f"more than train.max_reward_failure_rate={limit:g}: {describe_failures(record, first_errors)}. The run stopped "
         f"before this step's update; log.txt has each failing sample. Fix the reward function, or set "
         f"train.max_reward_failure_rate=1.0 to train on with failed samples scored 0")
 
@@ -44,7 +44,7 @@ class Alarms:
     """What the console is told during a run, and the summary at its end."""
 
     max_idle_steps: int | None
-    failed_samples: dict[str, int] = field(default_factory=dict)
+    failed_samples: Counter = field(default_factory=Counter)
     failing_steps: int = 0
     idle_steps: int = 0
     idle_streak: int = 0
@@ -57,12 +57,10 @@ class Alarms:
         counts = failure_counts(record)
         if counts:
             if not self.failing_steps:
-                sampled = round(record["reward/failed"] / record["reward/failed_frac"])
-                echo(f"warning: step {step}: the reward failed on {describe_failures(record, sampled, first_errors)}; "
+                echo(f"warning: step {step}: the reward failed on {describe_failures(record, first_errors)}; "
                      "those samples score 0 (log.txt has each; the report counts them)")
             self.failing_steps += 1
-            for name, count in counts.items():
-                self.failed_samples[name] = self.failed_samples.get(name, 0) + count
+            self.failed_samples.update(counts)
         if record.get("train/nothing_to_train"):
             if not self.idle_steps:
                 echo(f"warning: step {step} had nothing to train on: every advantage was zero (each group's rewards "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import torch
 
 from aha.algorithms import dither_rewards, length_cost, overlong_penalty, zero_variance_groups
@@ -52,7 +54,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
-    failures: dict[str, int] = {}
+    failures: Counter = Counter()
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
     texts: list[str] = []
@@ -72,8 +74,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         lengths.append(rollouts.lengths())
         truncated.append(rollouts.truncated.float())
         failed += int(result.failed.sum())
-        for name, count in result.failures.items():
-            failures[name] = failures.get(name, 0) + count
+        failures.update(result.failures)
         for name, values in result.components.items():
             components.setdefault(name, []).append(values)
         if not examples:

@@ -8,8 +8,8 @@ import os
 import random
 import signal
 import socket
-import threading
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path

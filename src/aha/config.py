@@ -81,7 +81,7 @@ class TrainConfig(Strict):
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     report: bool = Field(True, description="write runs/<name>/report.html (a plot of every logged metric) when the run ends; `aha report RUN` rebuilds it at any time")
     max_reward_failure_rate: float = Field(0.5, ge=0, le=1, description="stop the run, before its update, when a step's reward failed (raised, timed out, returned NaN/inf or a non-number) on more than this share of its samples; 1.0 never stops")
-    max_idle_steps: int | None = Field(None, ge=1, description="stop the run after this many consecutive steps with nothing to train on (every group's rewards equal, no replay); none: never")
+    max_idle_steps: int | None = Field(None, ge=1, description="stop the run after this many consecutive steps with nothing to train on (no sample with a non-zero advantage: train/nothing_to_train); none: never")
     allow_config_change: bool = Field(False, description="resume a run whose config.yaml differs in keys that change what is trained (not model); the change and its step go to config_history.jsonl")
 
 

@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit, monitor, report (bench comes with a later issue)."""
+"""The `aha` command: train, eval, audit, monitor, report, data (bench comes with a later issue)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,12 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
     rp.add_argument("--eval", action="append", default=[], metavar="DIR",
                     help="also embed this `aha eval --samples --out DIR` report (RUN/eval*/ are found by themselves)")
+    da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic task")
+    da.add_argument("config", nargs="?", help="YAML config whose `task` section is used (default: built-in arithmetic)")
+    da.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.a_max=60")
+    da.add_argument("--out", required=True, help="folder for the JSONL files")
+    da.add_argument("--seed", type=int, default=0, help="seed of the synthetic completions (the split is task.seed's)")
+    da.add_argument("--max-per-file", type=int, help="lines per file (default: 400 per train file, 200 per eval file)")
     return parser
 
 
@@ -68,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(f"report: {write_run_report(args.run, args.eval)}")
             return 0
+        if args.command == "data":
+            return _data(args)
         if args.command == "eval" and args.config and "=" in args.config and not os.path.exists(args.config):
             args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
         config = load_config(args.config, args.overrides + _task_override(getattr(args, "task", None)))
@@ -97,6 +105,20 @@ def _task_override(task: str | None) -> list[str]:
     if task.endswith(".jsonl") or Path(task).is_file():  # eval reads only the held-out split
         return ["task=" + json.dumps({"data": task, "eval_data": task})]
     return ["task=" + json.dumps({"name": task})]
+
+
+def _data(args) -> int:
+    """`aha data`: only the config's task section matters; the files and a summary of them."""
+    from aha.config import load_config
+    from aha.tasks.synthetic import describe, write_synthetic
+
+    if args.config and "=" in args.config and not os.path.exists(args.config):
+        args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
+    config = load_config(args.config, args.overrides)
+    files = write_synthetic(config.task, args.out, args.seed, args.max_per_file)
+    print(describe(files))
+    print(f"wrote {len(files)} files to {args.out}")
+    return 0
 
 
 def _monitor(args) -> int:

@@ -65,7 +65,7 @@ def scored_run(tmp_path):
     scorer ('a' in the completion) the random tiny model sometimes satisfies."""
     def train_scored(num_eval: int, report: bool = True):
         from aha.config import load_config
-        from aha.training.rl import train
+        from aha.training.loop import train
 
         scorer = tmp_path / "score.py"
         # has_digit: for voting tests, a scorer whose right samples always have an answer voting can read

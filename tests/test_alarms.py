@@ -9,7 +9,7 @@ import pytest
 
 from aha.rewards import RewardFailureError
 from aha.training.alarms import Alarms, check_reward_failures
-from aha.training.rl import train
+from aha.training.loop import train
 
 from test_training import metrics, tiny_config
 

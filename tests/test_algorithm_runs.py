@@ -12,7 +12,7 @@ from aha.config import ConfigError, load_config
 from aha.rollout import Rollouts
 from aha.training.batch import Batch
 from aha.training.replay import ReplayBuffer
-from aha.training.rl import train
+from aha.training.loop import train
 
 from test_training import metrics, tiny_config
 

@@ -12,7 +12,7 @@ from aha.cli import main
 from aha.config import load_config
 from aha.models import ModelNotFound, load
 from aha.models.tiny import CHAT_TEMPLATE, tiny_tokenizer
-from aha.training.rl import train
+from aha.training.loop import train
 
 TINY = """
 model: {model}

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from aha.config import load_config
-from aha.training.rl import train
+from aha.training.loop import train
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from aha.cli import main
 from aha.config import ConfigError, MonitorConfig, RewardSpec
 from aha.rewards import build_reward
 from aha.training.monitor import HackingMonitor, repeated_ngram_fraction
-from aha.training.rl import train
+from aha.training.loop import train
 
 from test_algorithm_runs import QUIET, say_seven
 from test_training import metrics, tiny_config

@@ -12,7 +12,7 @@ from aha.config import AlgorithmConfig
 from aha.models import load
 from aha.models.value import ValueModel
 from aha.rewards.compose import Component, CompositeReward
-from aha.training.rl import train
+from aha.training.loop import train
 from aha.training.update import Learner, Shape, policy_update
 
 from test_training import metrics, tiny_config

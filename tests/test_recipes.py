@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from aha.config import load_config
-from aha.training.rl import train
+from aha.training.loop import train
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 RECIPES = ["quickstart", "grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "gspo", "ppo_gae"]

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 
 from aha.config import ConfigError
 from aha.tracking.run_lock import RunLocked
-from aha.training.rl import train
+from aha.training.loop import train
 
 from test_training import metrics, tiny_config
 

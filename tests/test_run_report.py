@@ -7,7 +7,7 @@ import pytest
 
 from aha.cli import main
 from aha.tracking.run_report import PANELS, Panel, series, trailing_mean
-from aha.training.rl import train
+from aha.training.loop import train
 
 from test_algorithm_runs import say_seven
 

@@ -243,7 +243,7 @@ def test_a_code_task_trains_end_to_end(tmp_path):
     import json
 
     from aha.config import load_config
-    from aha.training.rl import train
+    from aha.training.loop import train
 
     rows = [{"prompt": f"Write add{i}(a, b).", "tests": [f"assert add{i}(1, 2) == 3"]} for i in range(6)]
     (tmp_path / "code.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from aha.cli import main
 from aha.config import ConfigError, load_config
-from aha.training.rl import train
+from aha.training.loop import train
 
 TINY = """
 model: tiny
@@ -39,7 +39,7 @@ def metrics(run: Path) -> list[dict]:
 def test_end_to_end_run_folder(tmp_path):
     summary = train(tiny_config(tmp_path, "run", "train.report=true"), echo=lambda *_: None)
     run = Path(summary.run_dir)
-    assert (run / "config.yaml").read_text().startswith("model: tiny")
+    assert (run / "config.yaml").read_text().startswith("method: rl\nmodel: tiny")
     records = metrics(run)
     steps = [r for r in records if "reward/mean" in r]
     assert [r["step"] for r in steps] == [1, 2, 3, 4]

@@ -521,7 +521,7 @@ eval: {{before: false, after: false}}
 def test_resume_after_a_reference_reset_restores_that_reference(tmp_path):
     """The reset at step 2 makes the reference the policy of step 2; a run resumed from step 2 must
     train step 3 against that reference, exactly like a run that never stopped."""
-    from aha.training.rl import train
+    from aha.training.loop import train
 
     def run(name, steps):
         path = tmp_path / f"{name}.yaml"

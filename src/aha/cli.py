@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
         config = load_config(args.config, args.overrides + _task_override(getattr(args, "task", None)))
         if args.command == "train":
-            from aha.training.rl import train
+            from aha.training.loop import train
 
             train(config)
         elif args.command == "audit":

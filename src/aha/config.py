@@ -178,7 +178,44 @@ class EvalConfig(Strict):
     rank_by: list[RewardSpec] = Field(default_factory=list, description="with aha eval --samples: rewards (a reward model, a judge, a verifier) that each score every sample; each adds a best-of-k and a weighted-voting curve named after it")
 
 
+class TrackingConfig(Strict):
+    """Where metrics go besides metrics.jsonl (always written): each sink is one key."""
+
+    tensorboard: bool = Field(False, description="also write TensorBoard event files to <output_dir>/tensorboard")
+    mlflow: bool = Field(False, description="also log to MLflow, in a local file store at <output_dir>/mlruns (or tracking.mlflow_uri)")
+    mlflow_uri: str | None = Field(None, description="MLflow tracking URI; default: file store <output_dir>/mlruns")
+    mlflow_experiment: str = Field("aha", description="MLflow experiment name")
+
+
+class SFTConfig(Strict):
+    """method: sft. Supervised fine-tuning: the loss is the response tokens' NLL, prompts are context only."""
+
+    data: str | None = Field(None, description="JSONL of {prompt, response}; default: the task's training samples that carry a response")
+    batch_size: int = Field(16, ge=1, description="examples per optimizer step (split into train.micro_batch_size)")
+    max_length: int = Field(512, ge=2, description="prompt + response tokens; longer examples lose the end of their response (counted in sft/truncated)")
+    bucket_by_length: bool = Field(True, description="micro-batches of similar lengths (less padding; the loss is the same)")
+
+
+class PreferenceConfig(Strict):
+    """method: dpo. Preference optimisation on {prompt, chosen, rejected} pairs (algorithms/preference.py)."""
+
+    data: str = Field("", description="JSONL of {prompt, chosen, rejected}")
+    eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins at each held-out evaluation")
+    loss: Literal["dpo", "ipo", "simpo", "orpo", "kto"] = Field(
+        "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (no reference model), "
+                           "kto (each pair's chosen as desirable, rejected as undesirable)")
+    beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward (simpo: 2.0 in the paper)")
+    label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO / robust DPO: the share of pairs assumed flipped")
+    simpo_gamma: float = Field(0.5, ge=0, description="simpo: the target reward margin gamma")
+    batch_size: int = Field(8, ge=1, description="pairs per optimizer step (split into train.micro_batch_size sequences)")
+    max_length: int = Field(512, ge=2, description="prompt + completion tokens; longer completions lose their end")
+
+
 class Config(Strict):
+    method: Literal["rl", "sft", "dpo"] = Field(
+        "rl", description="what a step trains: rl (online RL on sampled completions), sft (supervised on responses), "
+                          "dpo (preference optimisation, sft/dpo sections); the run folder, checkpoints, held-out "
+                          "evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
     output_dir: str = "runs/default"
     seed: int = 0
@@ -189,6 +226,9 @@ class Config(Strict):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
     monitor: MonitorConfig = MonitorConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    sft: SFTConfig = SFTConfig()
+    dpo: PreferenceConfig = PreferenceConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 
@@ -213,6 +253,8 @@ class Config(Strict):
             problems.append("algorithm.token_weighting=ktae needs a sequence-level advantage (grpo, rloo or remax)")
         if a.overlong_buffer > self.rollout.max_new_tokens:
             problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
+        if self.method == "dpo" and not self.dpo.data:
+            problems.append("method=dpo needs dpo.data: a JSONL file of {prompt, chosen, rejected}")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -34,8 +34,8 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
         if cfg.eval_data is None:
             raise TaskError("task.eval_data is required with task.data (held-out samples for eval)")
         base = Path(base_dir)
-        train = load_jsonl(_resolve(cfg.data, base))
-        held_out = load_jsonl(_resolve(cfg.eval_data, base))
+        train = load_jsonl(resolve_path(cfg.data, base))
+        held_out = load_jsonl(resolve_path(cfg.eval_data, base))
         name = cfg.name or Path(cfg.data).stem
     elif cfg.name == "arithmetic":
         train, held_out = arithmetic_splits(cfg)
@@ -48,8 +48,9 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
     return Task(name, train, held_out, cfg.system_prompt, list(cfg.few_shot))
 
 
-def _resolve(path: str, base: Path) -> Path:
+def resolve_path(path: str, base: str | Path) -> Path:
+    """A data path as given (absolute, or existing from here), else relative to the config's folder."""
     p = Path(path).expanduser()
     if p.is_absolute() or p.exists():
         return p
-    return base / p
+    return Path(base) / p

@@ -1,53 +1,23 @@
-"""The online RL loop (GRPO family). It wires the parts together and holds no maths."""
+"""method: rl. Online RL (the GRPO family, PPO with GAE): each step samples completions from
+the policy, scores them with the reward and updates on them (training/step.py)."""
 
 from __future__ import annotations
 
 import copy
-import logging
-import os
-import random
-import signal
-import socket
-import shutil
-import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from aha.config import Config, ConfigError, dump_config
-from aha.eval import evaluate
-from aha.eval.scoring import ScorerError, build_scorer
-from aha.models import load
-from aha.rewards import build_reward
-from aha.rollout import HFEngine
-from aha.tasks import PromptSampler, build_task
-from aha.tracking import RunDir
-from aha.tracking.run_identity import resume_changes
-from aha.tracking.run_lock import RunLock, RunLocked
-from aha.tracking.run_report import write_run_report
-from aha.training.alarms import Alarms
-from aha.training.checkpoint import list_checkpoints, load_checkpoint, non_finite_tensors, save_checkpoint
-from aha.training.precision import resolve_dtype
+from aha.config import Config, ConfigError
 from aha.models.value import ValueModel
+from aha.rewards import CompositeReward, build_reward
+from aha.tasks import PromptSampler, Task
+from aha.training.alarms import Alarms
+from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.replay import ReplayBuffer
 from aha.training.step import StepParts, run_step
 from aha.training.update import Learner, Shape
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainSummary:
-    run_dir: str
-    steps: int
-    accuracy_before: float | None
-    accuracy_after: float | None
-    train_seconds: float
 
 
 def build_learner(model, config: Config) -> Learner:
@@ -74,247 +44,79 @@ def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:
     return modules, optimizers
 
 
-def _load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:
-    """load_checkpoint, with an error naming the config changes when they do not fit the checkpoint
-    (a critic, a reference model or a replay buffer that it does or does not hold)."""
-    try:
-        return load_checkpoint(folder, modules, optimizers)
-    except (FileNotFoundError, KeyError, RuntimeError, ValueError) as err:
-        if not changes:
-            raise
-        raise ConfigError(f"checkpoint {folder} does not fit the changed config ({', '.join(changes)}): {err}; "
-                          "pick a new output_dir for these changes") from None
-
-
 def _apply_hyperparameters(learner: Learner, config: Config) -> None:
     train = config.train
-    for group in learner.optimizer.param_groups:
-        group.update(lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    set_hyperparameters(learner.optimizer, train.lr, train.betas, train.weight_decay)
     if learner.critic_optimizer is not None:
-        for group in learner.critic_optimizer.param_groups:
-            group.update(lr=config.algorithm.critic_lr, betas=train.betas, weight_decay=train.weight_decay)
+        set_hyperparameters(learner.critic_optimizer, config.algorithm.critic_lr, train.betas, train.weight_decay)
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+@dataclass
+class Gold:
+    """What rl reads before the model loads: the monitor's held-out gold reward, if any."""
+
+    reward: CompositeReward | None
+
+    def close(self) -> None:
+        if self.reward is not None:  # worker processes of a pooled reward
+            self.reward.close()
 
 
-class TrainingInterrupted(SystemExit):
-    """Ctrl-C: ends the program with status 130 and a message saying how to resume, not a traceback."""
-
-    def __init__(self, message: str):
-        super().__init__(130)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
-    """saved: the step of the newest checkpoint (0: none), None: see the checkpoints folder."""
-    if saved is None:
-        kept = list_checkpoints(run.checkpoints)
-        saved = int(kept[-1].name.split("-")[1]) if kept else 0
-    held = f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved else "no checkpoint was written yet"
-    return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
-            f"aha train <config> train.resume=true (output_dir {run.path})")
-
-
-class DeferredInterrupt:
-    """Within it, the first Ctrl-C lets the running step finish, so the checkpoint saved after it
-    resumes exactly; a second Ctrl-C stops at once. Outside the main thread it does nothing."""
-
-    def __init__(self, echo):
-        self.requested, self._echo, self._installed = False, echo, False
-
-    def __enter__(self) -> "DeferredInterrupt":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
-        return self
-
-    def _handle(self, signum, frame) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        self._echo("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
-
-    def __exit__(self, *exc) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
-
-
-def train(config: Config, echo=print) -> TrainSummary:
-    fresh = not Path(config.output_dir).exists()
-    run = RunDir(config.output_dir)
-    lock = RunLock(run.path)
-    run.attach_log()
-    try:
-        lock.acquire()  # before anything reads or writes the run's files
-        if lock.stale is not None:
-            log.warning("took over a stale %s (its process is gone): %s", lock.path, lock.stale)
-        checkpoints = list_checkpoints(run.checkpoints)
-        if run.metrics_path.exists() and not config.train.resume:
-            raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
-        # only a resume from a checkpoint continues the old run; without one the run starts afresh
-        changes, measured = resume_changes(run.path, config) if config.train.resume and checkpoints else ({}, [])
-        if measured:
-            log.warning("held-out evaluation settings changed on resume: %s", measured)
-            echo(f"note: {', '.join(measured)} changed since the run's config.yaml: held-out accuracies logged "
-                 "before this resume were measured with the old settings")
-        return _train(config, run, checkpoints, changes, echo)
-    except RunLocked:  # this log.txt is the live run's: say who knocked, not that training stopped
-        log.warning("process %d on %s was refused: the run is held by another process", os.getpid(), socket.gethostname())
-        raise
-    except TrainingInterrupted as err:
-        log.error("%s", err, exc_info=True)
-        echo(str(err))
-        raise
-    except KeyboardInterrupt as err:  # outside the steps (loading, held-out evaluation, report)
-        stop = TrainingInterrupted(interrupted_message(run, "", None))
-        log.error("%s", stop, exc_info=True)
-        echo(str(stop))
-        raise stop from err
-    except BaseException:  # every crash is in log.txt with its traceback, not only on a console
-        log.error("training stopped by an error", exc_info=True)
-        raise
-    finally:
-        lock.release()
-        run.detach_log()
-        if fresh and not (run.path / "config.yaml").exists():
-            # a launch that failed before its run began (a bad task or reward, a missing model): the
-            # error is on the console, and no empty run folder is left behind
-            shutil.rmtree(run.path, ignore_errors=True)
-
-
-def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
-    seed_everything(config.seed)
-    # build everything that can fail on bad input before the slow model load
-    task = build_task(config.task, config.base_dir)
-    reward = build_reward(config.reward, config.base_dir)
-    gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold") if config.monitor.gold else None
-    try:
-        check_format_components(config.monitor, reward)
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
-    scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
-    try:
-        return _run(config, run, checkpoints, changes, echo, task, reward, gold, scorer)
-    finally:
-        for r in (reward, gold):  # worker processes of pooled rewards
-            if r is not None:
-                r.close()
-
-
-def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, task, reward, gold, scorer) -> TrainSummary:
-    loaded = load(config.model, seed=config.seed)
-    model, tokenizer = loaded.model, loaded.tokenizer
-    dtype = resolve_dtype(config.train.dtype)
-    log.info("model %s, compute dtype %s, %d train / %d held-out samples", loaded.name, dtype, len(task.train), len(task.eval))
-    ro, algo = config.rollout, config.algorithm
-    engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
-    learner = build_learner(model, config)
-    sampler = PromptSampler(task.train, config.seed)
-    replay_buffer = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
-    shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, dtype)
-    monitor = HackingMonitor(config.monitor, gold)
-    parts = StepParts(config, engine, task, sampler, reward, learner, shape, replay_buffer, monitor, algo.length_coef)
-    modules, optimizers = checkpointed(learner, config)
-
-    start = 0
-    accuracy_before = None
-    if config.train.resume and checkpoints:
-        state, extra = _load_changed(checkpoints[-1], modules, optimizers, changes)
-        poisoned = non_finite_tensors(modules, optimizers)
-        if poisoned:
-            earlier = f"Delete it to resume from {checkpoints[-2]}, or pick" if len(checkpoints) > 1 else "Pick"
-            raise ConfigError(f"checkpoint {checkpoints[-1]} holds NaN or inf in {len(poisoned)} tensors (first: "
-                              f"{poisoned[0]}); training on it would spread them. {earlier} a new output_dir to "
-                              "start afresh")
-        start = state["step"]
-        sampler.load_state(state["sampler"])
-        if replay_buffer is not None and "replay" in extra:  # absent when replay was turned on by a config change
-            replay_buffer.load_state(extra["replay"])
-        accuracy_before = state.get("accuracy_before")
-        parts.length_coef = state.get("length_coef", algo.length_coef)
-        run.truncate_after(start)
-        parts.monitor = monitor = replay_monitor(config.monitor, run.read_metrics())  # its series are all in the metrics
-        monitor.gold = gold
-        echo(f"resumed from {checkpoints[-1]} (step {start})")
-        if changes:
-            _apply_hyperparameters(learner, config)  # load_state_dict brought back the old ones
-            run.append_config_history(start + 1, changes)
-            log.warning("config changed from step %d on (train.allow_config_change): %s", start + 1, changes)
-            echo(f"config changed from step {start + 1} on: {', '.join(changes)} (recorded in {run.path / 'config_history.jsonl'})")
-    else:
-        run.truncate_after(-1)
-    run.write_config(dump_config(config))
-
-    def held_out(step: int, label: str) -> float:
+class RLMethod(Method):
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> Gold:
+        gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold") if config.monitor.gold else None
         try:
-            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, desc=f"eval ({label})")
-        except ScorerError as err:  # stop: what the run wrote so far (metrics, checkpoints) stays as it is
-            log.error("held-out evaluation at step %d stopped: %s", step, err)
-            raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
-                              "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
-        run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n})
-        run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
-        echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
-        return result.accuracy
+            check_format_components(config.monitor, reward)
+        except ValueError as err:
+            if gold is not None:
+                gold.close()
+            raise ConfigError(str(err)) from None
+        return Gold(gold)
 
-    if start == 0 and config.eval.before:
-        accuracy_before = held_out(0, "before training")
+    def __init__(self, setup: Setup, gold: Gold):
+        self.setup, self.gold = setup, gold.reward
+        config, ro, algo = setup.config, setup.config.rollout, setup.config.algorithm
+        self.learner = build_learner(setup.model, config)
+        self.sampler = PromptSampler(setup.task.train, config.seed)
+        self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
+        shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, setup.dtype)
+        monitor = HackingMonitor(config.monitor, self.gold)
+        self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
+                               self.replay, monitor, algo.length_coef)
+        self.modules, self.optimizers = checkpointed(self.learner, config)
+        self.alarms = Alarms(config.train.max_idle_steps)
 
-    trainer_state = lambda: {"sampler": sampler.state(), "accuracy_before": accuracy_before, "length_coef": parts.length_coef}
-    t_start = time.time()
-    bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
-    saved, in_step, step = start, False, start  # saved: the newest checkpoint's step (0: none)
-    alarms = Alarms(config.train.max_idle_steps)
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        return run_step(self.parts, step)
 
-    def checkpoint(step: int) -> None:
-        nonlocal saved
-        save_checkpoint(run.checkpoints, step, modules, optimizers, trainer_state(), config.train.keep_checkpoints,
-                        {"replay": replay_buffer.state()} if replay_buffer is not None else None, tokenizer=tokenizer)
-        saved = step
+    def state(self) -> dict:
+        return {"sampler": self.sampler.state(), "length_coef": self.parts.length_coef}
 
-    try:
-        with DeferredInterrupt(echo) as interrupt:
-            for step in bar:
-                in_step = True
-                record, examples = run_step(parts, step)
-                in_step = False
-                run.log_metrics(record)
-                alarms.observe(record, reward.first_errors, echo)
-                monitor.write(run.path / "monitor.json")
-                run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
-                bar.set_postfix({"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
-                                 "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"})
-                every = config.train.checkpoint_every
-                if (every and step % every == 0) or step == config.train.steps or interrupt.requested:
-                    checkpoint(step)
-                if interrupt.requested:
-                    raise KeyboardInterrupt
-                if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
-                    held_out(step, "during training")
-    except KeyboardInterrupt as err:
-        bar.close()
-        if not in_step and step > saved:  # between steps the state is whole: keep it
-            checkpoint(step)
-        where = f"during step {step}" if in_step else f"after step {step}"
-        raise TrainingInterrupted(interrupted_message(run, where, saved)) from err
-    bar.close()
-    train_seconds = time.time() - t_start
+    def extra_state(self) -> dict | None:
+        return {"replay": self.replay.state()} if self.replay is not None else None
 
-    for line in alarms.summary():
-        echo(line)
-    if monitor.flags:
-        echo(format_flags(monitor) + f" (details: {run.path / 'monitor.json'})")
-    accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
-    if accuracy_before is not None and accuracy_after is not None:
-        echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
-             f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "
-             f"{train_seconds / 60:.1f} min of training")
-    if config.train.report:
-        echo(f"report: {write_run_report(run.path)}")
-    return TrainSummary(str(run.path), config.train.steps, accuracy_before, accuracy_after, train_seconds)
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        self.sampler.load_state(state["sampler"])
+        if self.replay is not None and "replay" in extra:  # absent when replay was turned on by a config change
+            self.replay.load_state(extra["replay"])
+        self.parts.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
+        self.parts.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
+        self.parts.monitor.gold = self.gold
+
+    def apply_hyperparameters(self) -> None:
+        _apply_hyperparameters(self.learner, self.config)
+
+    def after_step(self, record: dict, echo) -> None:
+        self.alarms.observe(record, self.setup.reward.first_errors, echo)
+        self.parts.monitor.write(self.setup.run_path / "monitor.json")
+
+    def postfix(self, record: dict) -> dict:
+        return {"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
+                "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"}
+
+    def finish(self, echo) -> None:
+        for line in self.alarms.summary():
+            echo(line)
+        if self.parts.monitor.flags:
+            echo(format_flags(self.parts.monitor) + f" (details: {self.setup.run_path / 'monitor.json'})")

@@ -112,7 +112,7 @@ def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
     return mask
 
 
-def _guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_norm: float) -> int:
+def guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_norm: float) -> int:
     """optimizer.step() unless the loss or the gradient norm is NaN or inf: then the gradients
     are dropped and the weights (and the optimizer's moments) stay exactly as they were.
     Returns 1 if the step was skipped."""
@@ -184,11 +184,11 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             totals["loss/value"] += float(v_loss.detach())
             totals["value/clip_frac"] += batch_mean(v_clipped)
     totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    totals["train/skipped_updates"] = _guarded_step(learner.optimizer, "policy", totals["loss/total"], totals["grad_norm"])
+    totals["train/skipped_updates"] = guarded_step(learner.optimizer, "policy", totals["loss/total"], totals["grad_norm"])
     model.eval()
     if learner.critic is not None:
         totals["value/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(learner.critic.parameters(), max_grad_norm))
-        totals["value/skipped_updates"] = _guarded_step(learner.critic_optimizer, "critic", totals["loss/value"],
+        totals["value/skipped_updates"] = guarded_step(learner.critic_optimizer, "critic", totals["loss/value"],
                                                         totals["value/grad_norm"])
         learner.critic.eval()
     totals["tokens/trained"] = int(norm.num_tokens)

@@ -1,0 +1,282 @@
+"""The one training loop every method runs in: run folder and lock, resume, atomic
+checkpoints, held-out evaluation, metrics, the report and Ctrl-C. What a step does is the
+method's (training/methods.py); this file holds no maths."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from aha.config import Config, ConfigError, dump_config
+from aha.eval import evaluate
+from aha.eval.scoring import ScorerError, build_scorer
+from aha.models import load
+from aha.rewards import build_reward
+from aha.rollout import HFEngine
+from aha.tasks import build_task
+from aha.tracking import RunDir
+from aha.tracking.run_identity import resume_changes
+from aha.tracking.run_lock import RunLock, RunLocked
+from aha.tracking.run_report import write_run_report
+from aha.training.checkpoint import list_checkpoints, load_checkpoint, non_finite_tensors, save_checkpoint
+from aha.training.method import Method, Setup
+from aha.training.methods import METHODS
+from aha.training.precision import resolve_dtype
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSummary:
+    run_dir: str
+    steps: int
+    accuracy_before: float | None
+    accuracy_after: float | None
+    train_seconds: float
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class TrainingInterrupted(SystemExit):
+    """Ctrl-C: ends the program with status 130 and a message saying how to resume, not a traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(130)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
+    """saved: the step of the newest checkpoint (0: none), None: see the checkpoints folder."""
+    if saved is None:
+        kept = list_checkpoints(run.checkpoints)
+        saved = int(kept[-1].name.split("-")[1]) if kept else 0
+    held = f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved else "no checkpoint was written yet"
+    return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
+            f"aha train <config> train.resume=true (output_dir {run.path})")
+
+
+class DeferredInterrupt:
+    """Within it, the first Ctrl-C lets the running step finish, so the checkpoint saved after it
+    resumes exactly; a second Ctrl-C stops at once. Outside the main thread it does nothing."""
+
+    def __init__(self, echo):
+        self.requested, self._echo, self._installed = False, echo, False
+
+    def __enter__(self) -> "DeferredInterrupt":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def _handle(self, signum, frame) -> None:
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._echo("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
+
+    def __exit__(self, *exc) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
+
+
+def train(config: Config, echo=print) -> TrainSummary:
+    """Train with config.method; the run folder is config.output_dir."""
+    fresh = not Path(config.output_dir).exists()
+    run = RunDir(config.output_dir)
+    lock = RunLock(run.path)
+    run.attach_log()
+    try:
+        lock.acquire()  # before anything reads or writes the run's files
+        if lock.stale is not None:
+            log.warning("took over a stale %s (its process is gone): %s", lock.path, lock.stale)
+        checkpoints = list_checkpoints(run.checkpoints)
+        if run.metrics_path.exists() and not config.train.resume:
+            raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set train.resume=true")
+        # only a resume from a checkpoint continues the old run; without one the run starts afresh
+        changes, measured = resume_changes(run.path, config) if config.train.resume and checkpoints else ({}, [])
+        if measured:
+            log.warning("held-out evaluation settings changed on resume: %s", measured)
+            echo(f"note: {', '.join(measured)} changed since the run's config.yaml: held-out accuracies logged "
+                 "before this resume were measured with the old settings")
+        return _train(config, run, checkpoints, changes, echo)
+    except RunLocked:  # this log.txt is the live run's: say who knocked, not that training stopped
+        log.warning("process %d on %s was refused: the run is held by another process", os.getpid(), socket.gethostname())
+        raise
+    except TrainingInterrupted as err:
+        log.error("%s", err, exc_info=True)
+        echo(str(err))
+        raise
+    except KeyboardInterrupt as err:  # outside the steps (loading, held-out evaluation, report)
+        stop = TrainingInterrupted(interrupted_message(run, "", None))
+        log.error("%s", stop, exc_info=True)
+        echo(str(stop))
+        raise stop from err
+    except BaseException:  # every crash is in log.txt with its traceback, not only on a console
+        log.error("training stopped by an error", exc_info=True)
+        raise
+    finally:
+        lock.release()
+        run.detach_log()
+        if fresh and not (run.path / "config.yaml").exists():
+            # a launch that failed before its run began (a bad task or reward, a missing model): the
+            # error is on the console, and no empty run folder is left behind
+            shutil.rmtree(run.path, ignore_errors=True)
+
+
+def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
+    seed_everything(config.seed)
+    method_class = METHODS[config.method]
+    # build everything that can fail on bad input before the slow model load
+    task = build_task(config.task, config.base_dir)
+    reward = build_reward(config.reward, config.base_dir)
+    prepared = None
+    try:
+        prepared = method_class.prepare(config, task, reward)
+        scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
+        return _run(config, run, checkpoints, changes, echo, method_class, prepared, task, reward, scorer)
+    finally:
+        for held in (reward, prepared):  # worker processes of pooled rewards
+            if held is not None and hasattr(held, "close"):
+                held.close()
+
+
+def _load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:
+    """load_checkpoint, with an error naming the config changes when they do not fit the checkpoint
+    (a critic, a reference model or a replay buffer that it does or does not hold)."""
+    try:
+        return load_checkpoint(folder, modules, optimizers)
+    except (FileNotFoundError, KeyError, RuntimeError, ValueError) as err:
+        if not changes:
+            raise
+        raise ConfigError(f"checkpoint {folder} does not fit the changed config ({', '.join(changes)}): {err}; "
+                          "pick a new output_dir for these changes") from None
+
+
+def _resume(method: Method, run: RunDir, checkpoints: list, changes: dict, echo) -> tuple[int, float | None]:
+    """Load the newest checkpoint into the method; returns (its step, accuracy before training)."""
+    modules, optimizers = method.modules, method.optimizers
+    state, extra = _load_changed(checkpoints[-1], modules, optimizers, changes)
+    poisoned = non_finite_tensors(modules, optimizers)
+    if poisoned:
+        earlier = f"Delete it to resume from {checkpoints[-2]}, or pick" if len(checkpoints) > 1 else "Pick"
+        raise ConfigError(f"checkpoint {checkpoints[-1]} holds NaN or inf in {len(poisoned)} tensors (first: "
+                          f"{poisoned[0]}); training on it would spread them. {earlier} a new output_dir to "
+                          "start afresh")
+    start = state["step"]
+    run.truncate_after(start)
+    method.restore(state, extra, run.read_metrics())
+    echo(f"resumed from {checkpoints[-1]} (step {start})")
+    if changes:
+        method.apply_hyperparameters()  # load_state_dict brought back the old ones
+        run.append_config_history(start + 1, changes)
+        log.warning("config changed from step %d on (train.allow_config_change): %s", start + 1, changes)
+        echo(f"config changed from step {start + 1} on: {', '.join(changes)} (recorded in {run.path / 'config_history.jsonl'})")
+    return start, state.get("accuracy_before")
+
+
+def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, method_class, prepared,
+         task, reward, scorer) -> TrainSummary:
+    loaded = load(config.model, seed=config.seed)
+    model, tokenizer = loaded.model, loaded.tokenizer
+    dtype = resolve_dtype(config.train.dtype)
+    log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
+             dtype, len(task.train), len(task.eval))
+    ro = config.rollout
+    engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
+    setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
+    method = method_class(setup, prepared)
+    try:
+        return _loop(config, run, checkpoints, changes, echo, method, setup)
+    finally:
+        method.close()
+
+
+def _loop(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, method: Method,
+          setup: Setup) -> TrainSummary:
+    start, accuracy_before = 0, None
+    if config.train.resume and checkpoints:
+        start, accuracy_before = _resume(method, run, checkpoints, changes, echo)
+    else:
+        run.truncate_after(-1)
+    run.write_config(dump_config(config))
+
+    def held_out(step: int, label: str) -> float:
+        try:
+            result = evaluate(setup.engine, setup.task, setup.scorer, config.eval.limit, config.eval.max_new_tokens,
+                              desc=f"eval ({label})")
+        except ScorerError as err:  # stop: what the run wrote so far (metrics, checkpoints) stays as it is
+            log.error("held-out evaluation at step %d stopped: %s", step, err)
+            raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
+                              "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
+        run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **method.held_out(step)})
+        run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
+        echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
+        return result.accuracy
+
+    if start == 0 and config.eval.before:
+        accuracy_before = held_out(0, "before training")
+
+    t_start = time.time()
+    bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
+    saved, in_step, step = start, False, start  # saved: the newest checkpoint's step (0: none)
+
+    def checkpoint(step: int) -> None:
+        nonlocal saved
+        save_checkpoint(run.checkpoints, step, method.modules, method.optimizers,
+                        {"accuracy_before": accuracy_before, **method.state()}, config.train.keep_checkpoints,
+                        method.extra_state(), tokenizer=setup.tokenizer)
+        saved = step
+
+    try:
+        with DeferredInterrupt(echo) as interrupt:
+            for step in bar:
+                in_step = True
+                record, examples = method.step(step)
+                in_step = False
+                run.log_metrics(record)
+                method.after_step(record, echo)
+                run.log_samples([{"step": step, "split": "train", **e} for e in examples[: config.train.log_samples]])
+                bar.set_postfix(method.postfix(record))
+                every = config.train.checkpoint_every
+                if (every and step % every == 0) or step == config.train.steps or interrupt.requested:
+                    checkpoint(step)
+                if interrupt.requested:
+                    raise KeyboardInterrupt
+                if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
+                    held_out(step, "during training")
+    except KeyboardInterrupt as err:
+        bar.close()
+        if not in_step and step > saved:  # between steps the state is whole: keep it
+            checkpoint(step)
+        where = f"during step {step}" if in_step else f"after step {step}"
+        raise TrainingInterrupted(interrupted_message(run, where, saved)) from err
+    bar.close()
+    train_seconds = time.time() - t_start
+
+    method.finish(echo)
+    accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
+    if accuracy_before is not None and accuracy_after is not None:
+        echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
+             f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "
+             f"{train_seconds / 60:.1f} min of training")
+    if config.train.report:
+        echo(f"report: {write_run_report(run.path)}")
+    return TrainSummary(str(run.path), config.train.steps, accuracy_before, accuracy_after, train_seconds)

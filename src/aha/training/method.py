@@ -1,0 +1,96 @@
+"""What every training method plugs into the loop (training/loop.py): the fixed wiring it is
+given (Setup) and the hooks it implements (Method). A method is one step function over its
+own batch type plus the state a checkpoint must hold to resume it exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from aha.config import Config
+from aha.eval.scoring import Scorer
+from aha.rewards import CompositeReward
+from aha.rollout import HFEngine
+from aha.tasks import Task
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Built once by the loop, the same for every method, never changed during the run."""
+
+    config: Config
+    run_path: Path
+    task: Task  # its held-out split is what every method is evaluated on
+    reward: CompositeReward  # the run's reward (rl trains on it; every method's default held-out scorer)
+    scorer: Scorer
+    model: torch.nn.Module  # the policy being trained
+    tokenizer: object
+    engine: HFEngine  # greedy held-out evaluation (and rl's rollouts)
+    dtype: torch.dtype
+
+
+def set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, betas, weight_decay: float) -> None:
+    for group in optimizer.param_groups:
+        group.update(lr=lr, betas=betas, weight_decay=weight_decay)
+
+
+class Method:
+    """The hooks the loop calls. Subclasses set `modules` and `optimizers` (what a checkpoint
+    holds: "model" is the policy, saved as a loadable model folder) in __init__."""
+
+    modules: dict[str, torch.nn.Module]
+    optimizers: dict[str, torch.optim.Optimizer]
+    setup: Setup
+
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward):
+        """Read and check what the method needs from files and config before the slow model
+        load, so bad input fails in a second; the result goes to __init__(setup, prepared).
+        It may hold processes: a `close()` on it is called when the run ends."""
+        return None
+
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        """One optimizer step: its metrics record ({"step": step, ...}) and example records
+        for samples.jsonl."""
+        raise NotImplementedError
+
+    def state(self) -> dict:
+        """JSON-serialisable state that changes during the run (data cursor, controllers)."""
+        return {}
+
+    def extra_state(self) -> dict | None:
+        """Picklable state too large or too rich for JSON (a replay buffer)."""
+        return None
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        """Back to the state a checkpoint saved; metrics are the run's records up to it."""
+
+    def apply_hyperparameters(self) -> None:
+        """After a resume with train.allow_config_change: the config's optimizer settings
+        replace the ones load_state_dict brought back."""
+        train = self.config.train
+        set_hyperparameters(self.optimizers["policy"], train.lr, train.betas, train.weight_decay)
+
+    def held_out(self, step: int) -> dict:
+        """Held-out metrics of this method's own (e.g. preference accuracy on held-out pairs),
+        logged with the greedy accuracy the loop measures."""
+        return {}
+
+    def after_step(self, record: dict, echo) -> None:
+        """After the step's record is logged (alarms that may stop the run, monitor files)."""
+
+    def postfix(self, record: dict) -> dict:
+        """The few numbers the progress bar shows."""
+        return {}
+
+    def finish(self, echo) -> None:
+        """At the end of training, before the final held-out evaluation: summaries."""
+
+    def close(self) -> None:
+        """Release processes or files the method opened."""
+
+    @property
+    def config(self) -> Config:
+        return self.setup.config

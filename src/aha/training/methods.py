@@ -1,0 +1,9 @@
+"""The training methods by name (the config's `method` key): each a Method (training/method.py)."""
+
+from __future__ import annotations
+
+from aha.training.rl import RLMethod
+from aha.training.sft import SFTMethod
+
+# config.method's allowed values are these keys (a test checks the config's Literal agrees)
+METHODS = {"rl": RLMethod, "sft": SFTMethod}

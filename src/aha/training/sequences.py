@@ -1,0 +1,101 @@
+"""Supervised sequences (SFT responses, preference completions): a prompt's token ids and a
+completion's, fitted to a length budget, padded into a batch (prompts left, completions
+right, as the engine lays out rollouts) and scored token by token with gradient."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from aha.tasks import Task, encode_prompts
+from aha.tasks.errors import TaskError
+from aha.training.logprobs import completion_logprobs
+from aha.training.precision import autocast
+from aha.training.update import guarded_step
+
+
+@dataclass(frozen=True)
+class Sequence:
+    prompt: tuple[int, ...]
+    completion: tuple[int, ...]  # ends with the EOS token unless cut by the length budget
+    truncated: bool  # lost the end of its completion to max_length
+
+    def __len__(self) -> int:
+        return len(self.prompt) + len(self.completion)
+
+
+def stop_token(tokenizer, model) -> int:
+    """The token a completion ends with: the one the engine stops at (tokenizer EOS, else
+    the generation config's), so training on it teaches the model to stop."""
+    if tokenizer.eos_token_id is not None:
+        return tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id
+    return eos[0] if isinstance(eos, list) else eos
+
+
+def encode_sequences(tokenizer, task: Task, prompts: list, completions: list[str], stop: int, max_length: int,
+                     where: list[str]) -> list[Sequence]:
+    """Prompts through the chat template (as they will be asked at evaluation), completions
+    as plain tokens + stop. A completion longer than the budget loses its end (and its stop
+    token); a prompt that leaves no room for one completion token is an error naming where
+    it came from (file:line)."""
+    prompt_ids = encode_prompts(tokenizer, task, [{"prompt": p} for p in prompts])
+    out = []
+    for ids, text, place in zip(prompt_ids, completions, where):
+        if len(ids) >= max_length:
+            raise TaskError(f"{place}: the prompt is {len(ids)} tokens, leaving no room for a completion within "
+                            f"max_length={max_length}; raise max_length or shorten the prompt")
+        completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [stop]
+        room = max_length - len(ids)
+        out.append(Sequence(tuple(ids), tuple(completion[:room]), len(completion) > room))
+    return out
+
+
+def pad(sequences: list[Sequence], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """(prompt_ids, prompt_mask) left-padded, (completion_ids, completion_mask) right-padded."""
+    P = max(len(s.prompt) for s in sequences)
+    T = max(len(s.completion) for s in sequences)
+    prompt_ids = torch.full((len(sequences), P), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((len(sequences), P), dtype=torch.long)
+    completion_ids = torch.full((len(sequences), T), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((len(sequences), T))
+    for i, s in enumerate(sequences):
+        prompt_ids[i, P - len(s.prompt):] = torch.tensor(s.prompt)
+        prompt_mask[i, P - len(s.prompt):] = 1
+        completion_ids[i, :len(s.completion)] = torch.tensor(s.completion)
+        completion_mask[i, :len(s.completion)] = 1.0
+    return prompt_ids, prompt_mask, completion_ids, completion_mask
+
+
+def token_logprobs(model, sequences: list[Sequence], pad_id: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, T) log pi(completion_t | prompt, completion_<t) at temperature 1 (0 on padding)
+    and the (N, T) completion mask. Differentiable unless called under no_grad."""
+    prompt_ids, prompt_mask, completion_ids, completion_mask = pad(sequences, pad_id)
+    with autocast(dtype):
+        logprobs = completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
+    return logprobs, completion_mask
+
+
+def micro_batches(indices: list[int], lengths: list[int], size: int, by_length: bool) -> list[list[int]]:
+    """indices cut into groups of at most `size`; by_length sorts them by length first, so
+    each group pads to nearly its own length (the summed loss is the same either way)."""
+    order = sorted(indices, key=lambda i: lengths[i]) if by_length else list(indices)
+    return [order[s:s + size] for s in range(0, len(order), size)]
+
+
+def accumulated_step(model, optimizer: torch.optim.Optimizer, parts, max_grad_norm: float) -> dict:
+    """One optimizer step whose gradient is accumulated over micro-batches: each callable in
+    parts returns its share of the batch loss (already divided by the batch's normaliser),
+    so the step equals one on the whole batch. A NaN/inf loss or gradient skips the update."""
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    total = 0.0
+    for part in parts:
+        loss = part()
+        loss.backward()
+        total += float(loss.detach())
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    skipped = guarded_step(optimizer, "policy", total, grad_norm)
+    model.eval()
+    return {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}

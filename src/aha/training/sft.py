@@ -1,0 +1,113 @@
+"""method: sft. Supervised fine-tuning on (prompt, response) pairs: the loss is the mean
+negative log-likelihood of the response tokens (and the stop token after them); prompt
+tokens are context only. Its checkpoints are model folders, so an SFT run's
+checkpoints/step-N is the `model:` of the RL run that follows it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import torch
+
+from aha.config import Config
+from aha.jsonl import read_jsonl
+from aha.rewards import CompositeReward
+from aha.tasks import PromptSampler, Task
+from aha.tasks.base import resolve_path
+from aha.tasks.errors import TaskError
+from aha.tasks.prompts import check_prompt, prompt_text
+from aha.training.method import Method, Setup
+from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, stop_token, token_logprobs
+
+
+def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """JSONL rows holding a prompt and the string fields named, each with `where` = file:line
+    for error messages; a bad row is an error naming its file and line."""
+    if not path.is_file():
+        raise TaskError(f"data file not found: {path}")
+    rows = []
+    for lineno, row in read_jsonl(path, TaskError):
+        where = f"{path}:{lineno}"
+        if not isinstance(row, dict):
+            raise TaskError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+        missing = [k for k in ("prompt", *fields) if k not in row]
+        if missing:
+            raise TaskError(f"{where}: missing field(s) {', '.join(missing)}")
+        problem = check_prompt(row["prompt"], where)
+        if problem:
+            raise TaskError(problem)
+        for key in fields:
+            if not isinstance(row[key], str) or not row[key].strip():
+                raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
+        rows.append({**row, "where": where})
+    if not rows:
+        raise TaskError(f"{path}: no examples (empty file)")
+    return rows
+
+
+def sft_examples(config: Config, task: Task) -> list[dict]:
+    """sft.data, or the task's training samples that carry a response."""
+    if config.sft.data is not None:
+        return read_examples(resolve_path(config.sft.data, config.base_dir), ("response",))
+    rows = [{**s, "where": f"task {task.name}, sample {s['id']}"} for s in task.train if isinstance(s.get("response"), str)]
+    if not rows:
+        raise TaskError(f"method=sft needs sft.data (a JSONL of {{prompt, response}}) or a task whose training samples "
+                        f"carry a response; task {task.name!r} has none. `aha data --out DIR` writes sft_train.jsonl "
+                        "for the arithmetic task")
+    return rows
+
+
+class SFTMethod(Method):
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> list[dict]:
+        return sft_examples(config, task)
+
+    def __init__(self, setup: Setup, rows: list[dict]):
+        self.setup = setup
+        config, tokenizer = setup.config, setup.tokenizer
+        self.pad_id = setup.engine.pad_id
+        self.rows = rows
+        self.sequences = encode_sequences(tokenizer, setup.task, [r["prompt"] for r in rows], [r["response"] for r in rows],
+                                          stop_token(tokenizer, setup.model), config.sft.max_length, [r["where"] for r in rows])
+        self.sampler = PromptSampler(list(range(len(rows))), config.seed)
+        train = config.train
+        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+                                           weight_decay=train.weight_decay)
+        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        t0 = time.time()
+        config = self.config
+        picked = self.sampler.next(config.sft.batch_size)
+        seqs = self.sequences
+        tokens = sum(len(seqs[i].completion) for i in picked)  # the loss is a mean over the batch's response tokens
+        lengths = [len(s) for s in seqs]
+        groups = micro_batches(picked, lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
+        nll = []
+
+        def part(group):
+            def loss():
+                logprobs, mask = token_logprobs(self.setup.model, [seqs[i] for i in group], self.pad_id, self.setup.dtype)
+                per_row = -(logprobs * mask).sum(dim=1)
+                nll.extend((per_row / mask.sum(dim=1)).tolist())
+                return per_row.sum() / tokens
+            return loss
+
+        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in groups], config.train.max_grad_norm)
+        order = [i for g in groups for i in g]
+        record = {"step": step, "sft/loss": update.pop("loss/total"), **update, "sft/tokens": tokens,
+                  "sft/truncated": sum(seqs[i].truncated for i in picked), "length/mean": tokens / len(picked),
+                  "sft/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+        examples = [{"prompt": prompt_text(self.rows[i]["prompt"]), "completion": self.rows[i]["response"],
+                     "nll_per_token": loss} for i, loss in zip(order, nll)]
+        return record, examples
+
+    def state(self) -> dict:
+        return {"sampler": self.sampler.state()}
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        self.sampler.load_state(state["sampler"])
+
+    def postfix(self, record: dict) -> dict:
+        return {"loss": f"{record['sft/loss']:.3f}", "epoch": record["sft/epoch"], "s/step": f"{record['time/step_s']:.1f}"}

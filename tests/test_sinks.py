@@ -102,3 +102,28 @@ def test_numeric_scalars_flatten_and_names():
     assert numeric_scalars(record) == {"a": 1.0, "b": 1.0, "c": 0.5}
     assert flatten({"a": {"b": {"c": 1}}, "d": None, "e": {}}) == {"a.b.c": "1", "d": "None", "e": "{}"}
     assert mlflow_name("reward/len<=10 (x)") == "reward/len__10 _x_"
+
+
+def test_a_training_run_with_tensorboard_on_writes_every_metric_it_logs(tmp_path):
+    """Wired into the loop: each record of metrics.jsonl (steps and held-out evaluations) is in
+    TensorBoard with the same value, and a resume shows each step once."""
+    import json
+
+    from aha.config import load_config
+    from aha.training.loop import train
+
+    def run(steps):
+        config = load_config(None, ["model=tiny", f"output_dir={tmp_path}", f"train.steps={steps}", "train.checkpoint_every=1",
+                                    "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4",
+                                    "algorithm.advantage_scale=none", "algorithm.dynamic_sampling=false",
+                                    "eval.limit=4", "train.report=false", "tracking.tensorboard=true",
+                                    "task.name=arithmetic", "task.a_max=20", "task.num_eval=12"])
+        train(config, echo=lambda *_: None)
+
+    run(2)
+    run(3)
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    scalars = tensorboard_scalars(tmp_path)
+    assert scalars["reward/mean"] == [(r["step"], pytest.approx(r["reward/mean"])) for r in records if "reward/mean" in r]
+    assert [s for s, _ in scalars["reward/mean"]] == [1, 2, 3]
+    assert [s for s, _ in scalars["eval/accuracy"]] == [0, 2, 3]

@@ -182,8 +182,8 @@ class TrackingConfig(Strict):
     """Where metrics go besides metrics.jsonl (always written): each sink is one key."""
 
     tensorboard: bool = Field(False, description="also write TensorBoard event files to <output_dir>/tensorboard")
-    mlflow: bool = Field(False, description="also log to MLflow, in a local file store at <output_dir>/mlruns (or tracking.mlflow_uri)")
-    mlflow_uri: str | None = Field(None, description="MLflow tracking URI; default: file store <output_dir>/mlruns")
+    mlflow: bool = Field(False, description="also log to MLflow, by default in a local sqlite database <output_dir>/mlflow.db (or at tracking.mlflow_uri); a resume continues the same MLflow run")
+    mlflow_uri: str | None = Field(None, description="MLflow tracking URI; default: sqlite:///<output_dir>/mlflow.db (MLflow 3 refuses a file store unless MLFLOW_ALLOW_FILE_STORE=true)")
     mlflow_experiment: str = Field("aha", description="MLflow experiment name")
 
 
@@ -201,9 +201,8 @@ class PreferenceConfig(Strict):
 
     data: str = Field("", description="JSONL of {prompt, chosen, rejected}")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins at each held-out evaluation")
-    loss: Literal["dpo", "ipo", "simpo", "orpo", "kto"] = Field(
-        "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (no reference model), "
-                           "kto (each pair's chosen as desirable, rejected as undesirable)")
+    loss: Literal["dpo", "ipo", "simpo", "orpo"] = Field(
+        "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference model)")
     beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward (simpo: 2.0 in the paper)")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO / robust DPO: the share of pairs assumed flipped")
     simpo_gamma: float = Field(0.5, ge=0, description="simpo: the target reward margin gamma")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from aha.jsonl import read_jsonl
 
+log = logging.getLogger(__name__)
+
 
 class RunDir:
     def __init__(self, path: str | Path):
@@ -17,6 +19,7 @@ class RunDir:
         self.samples_path = self.path / "samples.jsonl"
         self.checkpoints = self.path / "checkpoints"
         self._handler: logging.Handler | None = None
+        self.sinks = None  # optional views of the metrics (TensorBoard, MLflow): tracking/sinks.py
 
     def write_config(self, text: str) -> None:
         (self.path / "config.yaml").write_text(text)
@@ -39,6 +42,12 @@ class RunDir:
 
     def log_metrics(self, record: dict) -> None:
         _append(self.metrics_path, [record])
+        if self.sinks is not None:
+            try:
+                self.sinks.log(record)
+            except Exception:  # metrics.jsonl has the record: a failing view must not stop training
+                log.warning("metrics sink failed; it is switched off for the rest of the run", exc_info=True)
+                self.sinks = None
 
     def log_samples(self, records: list[dict]) -> None:
         _append(self.samples_path, records)

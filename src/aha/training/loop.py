@@ -30,6 +30,7 @@ from aha.tracking import RunDir
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
+from aha.tracking.sinks import open_sinks
 from aha.training.checkpoint import list_checkpoints, load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import METHODS
@@ -217,6 +218,17 @@ def _loop(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, m
     else:
         run.truncate_after(-1)
     run.write_config(dump_config(config))
+    run.sinks = open_sinks(config.tracking, run.path, start, run.path.name, config.model_dump(mode="json"))
+    try:
+        return _steps(config, run, start, accuracy_before, echo, method, setup)
+    finally:
+        if run.sinks is not None:
+            run.sinks.close()
+        run.sinks = None
+
+
+def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | None, echo, method: Method,
+           setup: Setup) -> TrainSummary:
 
     def held_out(step: int, label: str) -> float:
         try:

@@ -1,0 +1,208 @@
+"""method: dpo. Preference optimisation on {prompt, chosen, rejected} pairs with the losses of
+algorithms/preference.py (DPO/cDPO, IPO, SimPO, ORPO). The reference model's log-probs of
+every pair are computed once, before the first update, and kept in the checkpoints: no
+reference model stays in memory, and a resume uses the same numbers."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from aha.algorithms import dpo_loss, ipo_loss, orpo_loss, simpo_loss
+from aha.config import Config, PreferenceConfig
+from aha.rewards import CompositeReward
+from aha.tasks import PromptSampler, Task
+from aha.tasks.base import resolve_path
+from aha.tasks.prompts import prompt_text
+from aha.training.method import Method, Setup
+from aha.training.sequences import (Sequence, accumulated_step, encode_sequences, micro_batches, stop_token,
+                                    token_logprobs)
+from aha.training.sft import read_examples
+
+
+@dataclass
+class PairLogps:
+    """Per pair (N,): summed completion log-probs, token counts, and the reference's sums."""
+
+    chosen: torch.Tensor
+    rejected: torch.Tensor
+    chosen_tokens: torch.Tensor
+    rejected_tokens: torch.Tensor
+    ref_chosen: torch.Tensor | None = None
+    ref_rejected: torch.Tensor | None = None
+
+    def averages(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.chosen / self.chosen_tokens, self.rejected / self.rejected_tokens
+
+
+def _ipo(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
+    # per-token averages, as TRL computes IPO (its length-normalised form of Azar et al.'s loss)
+    (chosen, rejected), ref_chosen, ref_rejected = p.averages(), p.ref_chosen / p.chosen_tokens, p.ref_rejected / p.rejected_tokens
+    return ipo_loss(chosen, rejected, ref_chosen, ref_rejected, c.beta)
+
+
+def _orpo(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
+    # a probability that rounds to 1 would make the odds infinite: keep the average below 0
+    chosen, rejected = (x.clamp(max=-1e-6) for x in p.averages())
+    return orpo_loss(chosen, rejected, -p.chosen / p.chosen_tokens, c.beta)
+
+
+# dpo.loss -> (needs reference log-probs, per-pair loss). A new loss is one entry here plus its
+# name in the config's Literal (a test checks they agree).
+PREFERENCE_LOSSES = {
+    "dpo": (True, lambda p, c: dpo_loss(p.chosen, p.rejected, p.ref_chosen, p.ref_rejected, c.beta, c.label_smoothing)),
+    "ipo": (True, _ipo),
+    "simpo": (False, lambda p, c: simpo_loss(*p.averages(), c.beta, c.simpo_gamma, c.label_smoothing)),
+    "orpo": (False, _orpo),
+}
+
+
+def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """What each loss takes as the reward of a completion: beta * log(pi / ref) with a
+    reference, beta * average log pi without (SimPO, ORPO)."""
+    if PREFERENCE_LOSSES[c.loss][0]:
+        return c.beta * (p.chosen - p.ref_chosen), c.beta * (p.rejected - p.ref_rejected)
+    chosen, rejected = p.averages()
+    return c.beta * chosen, c.beta * rejected
+
+
+@dataclass
+class Pairs:
+    rows: list[dict]
+    chosen: list[Sequence]
+    rejected: list[Sequence]
+
+
+class PreferenceMethod(Method):
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
+        read = lambda path: read_examples(resolve_path(path, config.base_dir), ("chosen", "rejected"))
+        return {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data) if config.dpo.eval_data else []}
+
+    def __init__(self, setup: Setup, rows: dict):
+        self.setup = setup
+        config = setup.config
+        self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
+        self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
+        self.pairs = {split: self._encode(found) for split, found in rows.items()}
+        self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
+        self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
+        train = config.train
+        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+                                           weight_decay=train.weight_decay)
+        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+
+    def _encode(self, rows: list[dict]) -> Pairs:
+        s = self.setup
+        encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
+                                              stop_token(s.tokenizer, s.model), self.cfg.max_length,
+                                              [r["where"] for r in rows])
+        return Pairs(rows, encode("chosen"), encode("rejected"))
+
+    def _micro_batches(self, pairs: Pairs, picked: list[int]) -> list[list[int]]:
+        """Whole pairs per micro-batch (a pair's loss needs both completions), similar lengths together."""
+        lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
+        return micro_batches(picked, lengths, max(1, self.config.train.micro_batch_size // 2), by_length=True)
+
+    def _logps(self, pairs: Pairs, index: list[int]) -> PairLogps:
+        """The policy's summed log-probs of the chosen and rejected completions of pairs[index]."""
+        seqs = [pairs.chosen[i] for i in index] + [pairs.rejected[i] for i in index]
+        logprobs, mask = token_logprobs(self.setup.model, seqs, self.pad_id, self.setup.dtype)
+        sums, tokens, k = (logprobs * mask).sum(dim=1), mask.sum(dim=1), len(index)
+        return PairLogps(sums[:k], sums[k:], tokens[:k], tokens[k:])
+
+    @torch.no_grad()
+    def _sequence_logps(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        pairs = self.pairs[split]
+        chosen, rejected = torch.zeros(len(pairs.rows)), torch.zeros(len(pairs.rows))
+        self.setup.model.eval()
+        for group in self._micro_batches(pairs, list(range(len(pairs.rows)))):
+            p = self._logps(pairs, group)
+            chosen[group], rejected[group] = p.chosen.float(), p.rejected.float()
+        return chosen, rejected
+
+    def _reference_logps(self) -> dict[str, torch.Tensor]:
+        """Computed from the weights the run starts from, before any update, then kept."""
+        if self.reference is None:
+            self.reference = {}
+            for split in self.pairs:
+                self.reference[f"{split}_chosen"], self.reference[f"{split}_rejected"] = self._sequence_logps(split)
+        return self.reference
+
+    def _with_reference(self, p: PairLogps, split: str, index: list[int]) -> PairLogps:
+        if self.needs_reference:
+            ref = self._reference_logps()
+            p.ref_chosen, p.ref_rejected = ref[f"{split}_chosen"][index], ref[f"{split}_rejected"][index]
+        return p
+
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        t0 = time.time()
+        if self.needs_reference:
+            self._reference_logps()  # before the first update changes the weights
+        picked = self.sampler.next(self.cfg.batch_size)
+        train, seen = self.pairs["train"], []
+
+        def part(group):
+            def loss():
+                p = self._with_reference(self._logps(train, group), "train", group)
+                seen.append((group, p))
+                return PREFERENCE_LOSSES[self.cfg.loss][1](p, self.cfg).sum() / len(picked)
+            return loss
+
+        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in self._micro_batches(train, picked)],
+                                  self.config.train.max_grad_norm)
+        chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
+        chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
+        rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])
+        order = [i for group, _ in seen for i in group]
+        truncated = sum(train.chosen[i].truncated + train.rejected[i].truncated for i in picked)
+        record = {"step": step, "pref/loss": update.pop("loss/total"), **update,
+                  "pref/accuracy": float((chosen_r > rejected_r).float().mean()),
+                  "pref/margin": float((chosen_r - rejected_r).mean()), "pref/reward_chosen": float(chosen_r.mean()),
+                  "pref/reward_rejected": float(rejected_r.mean()), "logps/chosen": float(chosen_lp.mean()),
+                  "logps/rejected": float(rejected_lp.mean()), "pref/truncated": truncated,
+                  "pref/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+        examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "chosen": train.rows[i]["chosen"],
+                     "rejected": train.rows[i]["rejected"], "margin": float(c - r)}
+                    for i, c, r in zip(order, chosen_r, rejected_r)]
+        return record, examples
+
+    def held_out(self, step: int) -> dict:
+        """Preference accuracy on dpo.eval_data: the share of held-out pairs whose chosen
+        completion gets the higher implicit reward (overall and per subset)."""
+        pairs = self.pairs["eval"]
+        if not pairs.rows:
+            return {}
+        if self.needs_reference:
+            self._reference_logps()
+        chosen, rejected = self._sequence_logps("eval")
+        index = list(range(len(pairs.rows)))
+        tokens = lambda seqs: torch.tensor([float(len(s.completion)) for s in seqs])
+        p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval", index)
+        chosen_r, rejected_r = implicit_rewards(p, self.cfg)
+        right = (chosen_r > rejected_r).float()
+        out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_r - rejected_r).mean())}
+        subsets = sorted({str(r["subset"]) for r in pairs.rows if "subset" in r})
+        for subset in subsets:
+            rows = torch.tensor([r.get("subset") == subset for r in pairs.rows])
+            out[f"pref_eval/accuracy/{subset}"] = float(right[rows].mean())
+        return out
+
+    def state(self) -> dict:
+        return {"sampler": self.sampler.state()}
+
+    def extra_state(self) -> dict | None:
+        return {"reference_logps": self.reference} if self.reference is not None else None
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        self.sampler.load_state(state["sampler"])
+        self.reference = extra.get("reference_logps")
+        if self.needs_reference and self.reference is None:
+            raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
+                             "gone: start this dpo run afresh in a new output_dir")
+
+    def postfix(self, record: dict) -> dict:
+        return {"loss": f"{record['pref/loss']:.3f}", "acc": f"{record['pref/accuracy']:.2f}",
+                "margin": f"{record['pref/margin']:.3f}", "s/step": f"{record['time/step_s']:.1f}"}

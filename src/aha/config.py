@@ -37,7 +37,10 @@ class TaskConfig(Strict):
 
 
 class RewardSpec(Strict):
-    fn: str = Field(description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
+    """One reward: a function (`fn`) or a trained reward model (`model`), exactly one of them."""
+
+    fn: str | None = Field(None, description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
+    model: str | None = Field(None, description="a reward model trained with method: rm: its run folder (the newest checkpoint) or a checkpoint folder; scores prompt + completion in batches (args: batch_size, dtype)")
     weight: float = 1.0
     name: str | None = None
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
@@ -50,6 +53,8 @@ class RewardSpec(Strict):
 
     @model_validator(mode="after")
     def _clip_order(self):
+        if (self.fn is None) == (self.model is None):
+            raise ValueError("a reward needs exactly one of fn (a function) and model (a trained reward model)")
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
             raise ValueError(f"clip_min ({self.clip_min}) is above clip_max ({self.clip_max})")
         return self
@@ -210,11 +215,30 @@ class PreferenceConfig(Strict):
     max_length: int = Field(512, ge=2, description="prompt + completion tokens; longer completions lose their end")
 
 
+class RewardModelConfig(Strict):
+    """method: rm. A reward model: a linear head on the model's last hidden state, trained on
+    {prompt, chosen, rejected} pairs with the Bradley-Terry loss (training/reward_model.py)."""
+
+    data: str = Field("", description="JSONL of {prompt, chosen, rejected}; optional margin (a number, with rm.margin=data) and subset (held-out accuracy per subset)")
+    eval_data: str | None = Field(None, description="held-out pairs of the same form: pairwise accuracy overall and per subset at each held-out evaluation")
+    batch_size: int = Field(16, ge=1, description="pairs per optimizer step; a pair's two sequences share a micro-batch of train.micro_batch_size sequences")
+    max_length: int = Field(512, ge=2, description="prompt + completion tokens; longer completions lose their end (counted in rm/truncated)")
+    margin: Literal["none", "data"] = Field("none", description="data: each pair's `margin` field is the score gap it must exceed, -log sigma(r_w - r_l - m) (Llama 2)")
+    pcrm: bool = Field(False, description="PCRM (Zhou et al. 2024): also cap the score gap at delta* = pcrm_beta1 / (similarity + pcrm_beta2) + pcrm_beta3, tighter the more alike a pair's completions are")
+    pcrm_similarity: Literal["length_ratio", "cosine"] = Field("length_ratio", description="pcrm: the pair's similarity, from the token lengths after their common prefix, or the cosine of their final hidden states")
+    pcrm_beta1: float = Field(20.0, gt=0, description="pcrm: scale of the cap (the authors' scripts: 20)")
+    pcrm_beta2: float = Field(0.001, gt=0, description="pcrm: keeps the cap finite at similarity 0")
+    pcrm_beta3: float = Field(-15.0, description="pcrm: offset of the cap (the authors' scripts: -13 to -19)")
+    heads: int = Field(1, ge=1, description="linear heads on one shared body; > 1 is an ensemble, each head trained on its own bootstrap resample of the pairs")
+    ensemble_score: Literal["mean", "min", "mean_minus_std"] = Field("mean", description="heads > 1: the reward is the heads' mean, their min, or mean - ensemble_k * std (a pessimistic reward against over-optimisation)")
+    ensemble_k: float = Field(1.0, ge=0, description="ensemble_score=mean_minus_std: the k")
+
+
 class Config(Strict):
-    method: Literal["rl", "sft", "dpo"] = Field(
+    method: Literal["rl", "sft", "dpo", "rm"] = Field(
         "rl", description="what a step trains: rl (online RL on sampled completions), sft (supervised on responses), "
-                          "dpo (preference optimisation, sft/dpo sections); the run folder, checkpoints, held-out "
-                          "evaluation and report are the same for each")
+                          "dpo (preference optimisation, sft/dpo sections), rm (a reward model on preference pairs, "
+                          "rm section); the run folder, checkpoints, held-out evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
     output_dir: str = "runs/default"
     seed: int = 0
@@ -228,6 +252,7 @@ class Config(Strict):
     tracking: TrackingConfig = TrackingConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
+    rm: RewardModelConfig = RewardModelConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 
@@ -254,6 +279,8 @@ class Config(Strict):
             problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         if self.method == "dpo" and not self.dpo.data:
             problems.append("method=dpo needs dpo.data: a JSONL file of {prompt, chosen, rejected}")
+        if self.method == "rm" and not self.rm.data:
+            problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -170,11 +170,19 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
     components: list[Component] = []
     for i, spec in enumerate(specs):
         key = f"{section}[{i}]"
-        fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
-        is_batched = getattr(fn, "aha_batched", False)
-        if spec.args:
-            fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
-        name = spec.name or spec.fn.rpartition(":")[2]
+        if spec.model is not None:  # a trained reward model: loaded now, once
+            if spec.workers:
+                raise RewardError(f"{key}.workers: a reward model scores in this process, in batches; set workers: 0")
+            from aha.rewards.learned import learned_reward  # torch only where a reward model is named
+
+            fn, is_batched = learned_reward(spec.model, spec.args, key, base_dir), True
+            name = spec.name or "reward_model"
+        else:
+            fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
+            is_batched = getattr(fn, "aha_batched", False)
+            if spec.args:
+                fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
+            name = spec.name or spec.fn.rpartition(":")[2]
         if any(name == other.name for other in components):
             raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")
         if is_batched and spec.workers:

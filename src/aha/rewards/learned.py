@@ -1,0 +1,105 @@
+"""A trained reward model (method: rm) as a reward: `reward: [{model: runs/rm}]`.
+
+The model is loaded once, when the reward is built, and scores completions in batches:
+prompt and completion are tokenised as in its training (the prompt through the chat
+template with the system prompt and few-shot turns it was trained with, recorded in the
+checkpoint's reward_model.json; the completion as plain tokens + the stop token), and the
+score is the heads' ensemble score read at the last token. It is a batched reward
+(rewards/functions.py: batched), so clip_min/clip_max, weight and combine apply as to any
+other, and `eval.rank_by` ranks samples by it.
+
+Torch is imported only here, and this module only when a config names a reward model:
+config.py and the reward worker processes stay torch-free."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from aha.rewards.functions import RewardError, batched
+
+DESCRIPTION = "reward_model.json"  # written into every checkpoint of a method: rm run
+ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as trained (reward_model.json)
+
+
+def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward.model") -> Path:
+    """A reward model checkpoint folder, or a run folder's newest checkpoint (as it is when
+    the reward is built: a run that trains on is not followed)."""
+    folder = Path(path).expanduser()
+    if not folder.is_absolute() and not folder.exists():
+        folder = Path(base_dir) / folder
+    if not folder.is_dir():
+        raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints)")
+    if not (folder / DESCRIPTION).is_file() and (folder / "checkpoints").is_dir():
+        from aha.training.checkpoint import list_checkpoints
+
+        kept = list_checkpoints(folder / "checkpoints")
+        if not kept:
+            raise RewardError(f"{key}: run folder {folder} has no checkpoint yet")
+        folder = kept[-1]
+    if not (folder / DESCRIPTION).is_file():
+        raise RewardError(f"{key}: {folder} holds no {DESCRIPTION}: not a reward model (train one with method: rm)")
+    return folder
+
+
+def _args(args: dict, key: str) -> dict:
+    unknown = sorted(set(args) - set(ARGS))
+    if unknown:
+        raise RewardError(f"{key}.args: a reward model takes {', '.join(ARGS)}; unknown: {', '.join(unknown)}")
+    merged = {**ARGS, **args}
+    if not isinstance(merged["batch_size"], int) or merged["batch_size"] < 1:
+        raise RewardError(f"{key}.args.batch_size must be a positive integer, got {merged['batch_size']!r}")
+    return merged
+
+
+def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str | Path = ".") -> Callable:
+    """fn(completions, samples) -> list[float | None] scoring with the reward model at
+    `path`; None (the sample fails) where the prompt alone fills the model's max_length."""
+    import torch
+    from torch import nn
+
+    from aha.models import load
+    from aha.models.reward_model import SCORES, RewardModel, ensemble_score
+    from aha.tasks import Task, encode_prompts
+    from aha.training.checkpoint import load_weights
+    from aha.training.precision import resolve_dtype
+    from aha.training.sequences import stop_token
+
+    args = _args(args, key)
+    folder = resolve_checkpoint(path, base_dir, f"{key}.model")
+    about = json.loads((folder / DESCRIPTION).read_text())
+    how, k = args["score"] or about["score"], args["k"] if args["k"] is not None else about["k"]
+    if how not in SCORES:
+        raise RewardError(f"{key}.args.score must be one of {', '.join(SCORES)}, got {how!r}")
+    try:
+        dtype = resolve_dtype(args["dtype"])
+    except KeyError:
+        raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
+    loaded = load(str(folder))
+    head = nn.Linear(loaded.model.config.hidden_size, about["heads"])
+    load_weights(head, folder, "reward_head")
+    tokenizer = loaded.tokenizer
+    model = RewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
+    task = Task("reward_model", [], [], about.get("system_prompt"), about.get("few_shot") or [])
+    stop, max_length = stop_token(tokenizer, loaded.model), about["max_length"]
+
+    def score(completions: list[str], samples: list[dict]) -> list[float | None]:
+        prompts = encode_prompts(tokenizer, task, samples)
+        sequences = {}
+        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+            if len(prompt) < max_length:
+                ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [stop]
+                sequences[i] = (prompt + ids)[:max_length]
+        scores: list[float | None] = [None] * len(completions)
+        order = sorted(sequences, key=lambda i: len(sequences[i]))  # batches of like lengths pad little
+        with torch.no_grad():
+            for start in range(0, len(order), args["batch_size"]):
+                rows = order[start:start + args["batch_size"]]
+                values = ensemble_score(model([sequences[i] for i in rows], dtype), how, k)
+                for i, value in zip(rows, values.tolist()):
+                    scores[i] = value
+        return scores
+
+    score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)
+    return batched(score)

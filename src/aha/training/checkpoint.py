@@ -31,14 +31,15 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trainer_state: dict, keep: int,
-                    extra: dict | None = None, tokenizer=None) -> Path:
+                    extra: dict | None = None, tokenizer=None, files: dict[str, str] | None = None) -> Path:
     """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
     leaves a half-written checkpoint that resume would pick up; then prune old ones.
 
     modules: name -> nn.Module, each saved as NAME.safetensors; "model" (the policy) also
     gets its config.json, generation_config.json and `tokenizer` (files and chat template),
     so the folder loads as a model. optimizers and extra (picklable training
-    state such as a replay buffer) go into trainer.pt with the RNG states."""
+    state such as a replay buffer) go into trainer.pt with the RNG states. files: name ->
+    text written beside them (a reward model's reward_model.json)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
@@ -55,6 +56,8 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
                 "extra": extra or {}}, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
+    for name, text in (files or {}).items():
+        (tmp / name).write_text(text)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)

@@ -230,7 +230,12 @@ def _loop(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, m
 def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | None, echo, method: Method,
            setup: Setup) -> TrainSummary:
 
-    def held_out(step: int, label: str) -> float:
+    def held_out(step: int, label: str) -> float | None:
+        if not method.generates:  # e.g. a reward model: only its own held-out metrics
+            record = method.held_out(step)
+            run.log_metrics({"step": step, **record})
+            echo(f"held-out ({label}, step {step}): " + ", ".join(f"{k} {v:.3g}" for k, v in record.items()))
+            return None
         try:
             result = evaluate(setup.engine, setup.task, setup.scorer, config.eval.limit, config.eval.max_new_tokens,
                               desc=f"eval ({label})")
@@ -254,7 +259,7 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
         nonlocal saved
         save_checkpoint(run.checkpoints, step, method.modules, method.optimizers,
                         {"accuracy_before": accuracy_before, **method.state()}, config.train.keep_checkpoints,
-                        method.extra_state(), tokenizer=setup.tokenizer)
+                        method.extra_state(), tokenizer=setup.tokenizer, files=method.checkpoint_files())
         saved = step
 
     try:

@@ -43,6 +43,9 @@ class Method:
     modules: dict[str, torch.nn.Module]
     optimizers: dict[str, torch.optim.Optimizer]
     setup: Setup
+    # False for a method whose model writes no answers (a reward model): the loop then skips
+    # its greedy held-out generation and logs only held_out()'s metrics
+    generates: bool = True
 
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward):
@@ -66,6 +69,11 @@ class Method:
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
         """Back to the state a checkpoint saved; metrics are the run's records up to it."""
+
+    def checkpoint_files(self) -> dict[str, str]:
+        """name -> text of small files each checkpoint folder also holds, for whoever loads
+        it later (a reward model's reward_model.json says how it scores)."""
+        return {}
 
     def apply_hyperparameters(self) -> None:
         """After a resume with train.allow_config_change: the config's optimizer settings

@@ -1,0 +1,203 @@
+"""method: rm. A reward model trained on {prompt, chosen, rejected} pairs with the
+Bradley-Terry loss -log sigma(r_w - r_l - margin) (optionally PCRM's cap on the gap,
+algorithms/reward_model.py). Its checkpoints hold the body as "model" (a loadable model
+folder), the heads as "reward_head" and a reward_model.json saying how to score, so a run
+folder is the `model:` of a reward (`reward: [{model: runs/rm}]`, rewards/learned.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from aha.algorithms.preference import bradley_terry_loss
+from aha.algorithms.reward_model import (angular_similarity, bootstrap_weights, length_ratio, pcrm_cap,
+                                         pcrm_upper_loss)
+from aha.config import Config
+from aha.models.reward_model import RewardModel, ensemble_score, reward_head
+from aha.rewards import CompositeReward
+from aha.tasks import PromptSampler, Task
+from aha.tasks.base import resolve_path
+from aha.tasks.errors import TaskError
+from aha.tasks.prompts import prompt_text
+from aha.training.method import Method, Setup, set_hyperparameters
+from aha.training.sequences import Sequence, accumulated_step, encode_sequences, micro_batches, stop_token
+from aha.training.sft import read_examples
+
+
+def read_pairs(path, with_margin: bool) -> list[dict]:
+    """read_examples' checks (file:line errors), and: a pair's two completions must differ
+    (nothing to learn from a tie), and with rm.margin=data each pair needs a numeric margin."""
+    rows = read_examples(path, ("chosen", "rejected"))
+    for row in rows:
+        if row["chosen"] == row["rejected"]:
+            raise TaskError(f"{row['where']}: chosen and rejected are the same completion")
+        margin = row.get("margin")
+        if with_margin and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin)):
+            raise TaskError(f"{row['where']}: rm.margin=data needs a finite number in the field margin, got {margin!r}")
+    return rows
+
+
+@dataclass
+class Pairs:
+    rows: list[dict]
+    chosen: list[Sequence]
+    rejected: list[Sequence]
+
+    def tokens(self, index: list[int]) -> list[list[int]]:
+        """Token sequences of pairs[index]: all chosen first, then all rejected."""
+        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
+
+
+class RMMethod(Method):
+    generates = False  # a reward model writes no answers: the loop's greedy evaluation does not apply
+
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
+        rm = config.rm
+        train = read_pairs(resolve_path(rm.data, config.base_dir), rm.margin == "data")
+        held = read_pairs(resolve_path(rm.eval_data, config.base_dir), False) if rm.eval_data else []
+        return {"train": train, "eval": held}
+
+    def __init__(self, setup: Setup, rows: dict):
+        self.setup = setup
+        config = setup.config
+        self.cfg = config.rm
+        head = reward_head(setup.model.config.hidden_size, self.cfg.heads, config.seed,
+                           getattr(setup.model.config, "initializer_range", 0.02))
+        self.rm = RewardModel(setup.model, head, setup.engine.pad_id)
+        self.pairs = {split: self._encode(found) for split, found in rows.items()}
+        n = len(self.pairs["train"].rows)
+        self.sampler = PromptSampler(list(range(n)), config.seed)
+        self.weights = bootstrap_weights(n, self.cfg.heads, config.seed)  # (n, heads)
+        self.margins = torch.tensor([float(r.get("margin", 0.0)) if self.cfg.margin == "data" else 0.0
+                                     for r in self.pairs["train"].rows])
+        self.caps = self._pcrm_caps() if self.cfg.pcrm else None  # from the weights the run starts with
+        train = config.train
+        self.optimizer = torch.optim.AdamW(self.rm.parameters(), lr=train.lr, betas=train.betas,
+                                           weight_decay=train.weight_decay)
+        self.modules = {"model": setup.model, "reward_head": head}
+        self.optimizers = {"reward_model": self.optimizer}
+
+    def _encode(self, rows: list[dict]) -> Pairs:
+        s = self.setup
+        encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
+                                              stop_token(s.tokenizer, s.model), self.cfg.max_length,
+                                              [r["where"] for r in rows])
+        return Pairs(rows, encode("chosen"), encode("rejected"))
+
+    def _micro_batches(self, pairs: Pairs, picked: list[int]) -> list[list[int]]:
+        """Whole pairs per micro-batch of train.micro_batch_size sequences, like lengths together."""
+        lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
+        return micro_batches(picked, lengths, max(1, self.config.train.micro_batch_size // 2), by_length=True)
+
+    def _pcrm_caps(self) -> torch.Tensor:
+        """(n, 1) PCRM's delta* per training pair, from priors computed once: the length ratio
+        of the completions, or the angular similarity of the starting body's embeddings
+        (recomputed identically on resume: __init__ runs before the checkpoint's weights load)."""
+        pairs, c = self.pairs["train"], self.cfg
+        if c.pcrm_similarity == "length_ratio":
+            similarity = torch.tensor([length_ratio(a.completion, b.completion) for a, b in zip(pairs.chosen, pairs.rejected)])
+        else:
+            similarity = torch.zeros(len(pairs.rows))
+            with torch.no_grad():
+                for group in self._micro_batches(pairs, list(range(len(pairs.rows)))):
+                    _, hidden = self.rm(pairs.tokens(group), self.setup.dtype, with_hidden=True)
+                    similarity[group] = angular_similarity(hidden[:len(group)], hidden[len(group):])
+        return pcrm_cap(similarity, c.pcrm_beta1, c.pcrm_beta2, c.pcrm_beta3).unsqueeze(1)
+
+    def _rewards(self, pairs: Pairs, group: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(k, heads) rewards of the chosen and of the rejected completions of pairs[group]."""
+        rewards = self.rm(pairs.tokens(group), self.setup.dtype)
+        return rewards[:len(group)], rewards[len(group):]
+
+    def _loss(self, chosen: torch.Tensor, rejected: torch.Tensor, group: list[int]) -> torch.Tensor:
+        """(k, heads) per pair and head: Bradley-Terry with the pair's margin, + PCRM's cap term."""
+        shape = chosen.shape
+        margin = self.margins[group].unsqueeze(1).expand(shape)
+        loss = bradley_terry_loss(chosen.reshape(-1), rejected.reshape(-1), margin.reshape(-1)).view(shape)
+        if self.caps is not None:
+            loss = loss + pcrm_upper_loss(chosen, rejected, self.caps[group].expand(shape))
+        return loss
+
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        t0 = time.time()
+        picked = self.sampler.next(self.cfg.batch_size)
+        train, seen = self.pairs["train"], []
+        # each head's loss is its bootstrap-weighted mean over the batch; the heads are averaged
+        norm = self.weights[picked].sum(dim=0).clamp(min=1.0) * self.cfg.heads
+
+        def part(group):
+            def loss():
+                chosen, rejected = self._rewards(train, group)
+                seen.append((group, chosen.detach(), rejected.detach()))
+                return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
+            return loss
+
+        update = accumulated_step(self.rm, self.optimizer, [part(g) for g in self._micro_batches(train, picked)],
+                                  self.config.train.max_grad_norm)
+        order = [i for group, _, _ in seen for i in group]
+        chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])
+        score_c, score_r = self._score(chosen), self._score(rejected)
+        record = {"step": step, "rm/loss": update.pop("loss/total"), **update,
+                  "rm/accuracy": float((score_c > score_r).float().mean()), "rm/margin": float((score_c - score_r).mean()),
+                  "rm/reward_chosen": float(score_c.mean()), "rm/reward_rejected": float(score_r.mean()),
+                  "rm/truncated": sum(train.chosen[i].truncated + train.rejected[i].truncated for i in picked),
+                  "rm/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+        if self.cfg.heads > 1:  # how much the heads disagree on a pair's gap
+            record["rm/head_std"] = float((chosen - rejected).std(dim=1, unbiased=False).mean())
+        if self.caps is not None:
+            record["rm/pcrm_cap"] = float(self.caps[picked].mean())
+        examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "chosen": train.rows[i]["chosen"],
+                     "rejected": train.rows[i]["rejected"], "score_chosen": float(c), "score_rejected": float(r)}
+                    for i, c, r in zip(order, score_c, score_r)]
+        return record, examples
+
+    def _score(self, rewards: torch.Tensor) -> torch.Tensor:
+        return ensemble_score(rewards, self.cfg.ensemble_score, self.cfg.ensemble_k)
+
+    def held_out(self, step: int) -> dict:
+        """Pairwise accuracy on rm.eval_data: the share of held-out pairs whose chosen
+        completion scores higher (the ensemble score, as the reward uses it), overall and
+        per subset, and the mean score gap."""
+        pairs = self.pairs["eval"]
+        if not pairs.rows:
+            return {}
+        n = len(pairs.rows)
+        score_c, score_r = torch.zeros(n), torch.zeros(n)
+        self.rm.eval()
+        with torch.no_grad():
+            for group in self._micro_batches(pairs, list(range(n))):
+                chosen, rejected = self._rewards(pairs, group)
+                score_c[group], score_r[group] = self._score(chosen), self._score(rejected)
+        right = (score_c > score_r).float()
+        out = {"rm_eval/accuracy": float(right.mean()), "rm_eval/margin": float((score_c - score_r).mean())}
+        for subset in sorted({str(r["subset"]) for r in pairs.rows if "subset" in r}):
+            rows = torch.tensor([str(r.get("subset")) == subset for r in pairs.rows])
+            out[f"rm_eval/accuracy/{subset}"] = float(right[rows].mean())
+        return out
+
+    def checkpoint_files(self) -> dict[str, str]:
+        """reward_model.json: what rewards/learned.py needs to score as this run trained."""
+        task = self.setup.task
+        about = {"method": "rm", "heads": self.cfg.heads, "score": self.cfg.ensemble_score, "k": self.cfg.ensemble_k,
+                 "max_length": self.cfg.max_length, "system_prompt": task.system_prompt, "few_shot": task.few_shot,
+                 "base_model": self.config.model}
+        return {"reward_model.json": json.dumps(about, indent=1)}
+
+    def state(self) -> dict:
+        return {"sampler": self.sampler.state()}
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        self.sampler.load_state(state["sampler"])
+
+    def apply_hyperparameters(self) -> None:
+        train = self.config.train
+        set_hyperparameters(self.optimizer, train.lr, train.betas, train.weight_decay)
+
+    def postfix(self, record: dict) -> dict:
+        return {"loss": f"{record['rm/loss']:.3f}", "acc": f"{record['rm/accuracy']:.2f}",
+                "margin": f"{record['rm/margin']:.2f}", "s/step": f"{record['time/step_s']:.1f}"}

@@ -183,16 +183,24 @@ def test_a_reward_model_is_a_reward_in_an_rl_run(rm_run, tmp_path):
 
 
 def test_a_reward_model_ranks_samples_in_eval_rank_by(rm_run, tmp_path, capsys):
+    checkpoint = tmp_path / "rm"
+    shutil.copytree(rm_run / "checkpoints/step-10", checkpoint)
     config = tmp_path / "eval.yaml"
     config.write_text(f"model: tiny\ntask: {{name: arithmetic, num_eval: 3}}\nrollout: {{max_new_tokens: 4}}\n"
-                      f"eval: {{rank_by: [{{model: {rm_run}, name: rm}}]}}\n")
+                      f"eval: {{rank_by: [{{model: {checkpoint}, name: rm}}]}}\n")
     out = tmp_path / "out"
-    assert main(["eval", str(config), "--samples", "4", "--model", "tiny", "--out", str(out), "--json"]) == 0
+    args = ["eval", str(config), "--samples", "4", "--model", "tiny", "--out", str(out), "--json"]
+    assert main(args) == 0
     report = json.loads(capsys.readouterr().out)
     assert "best_of_k (rm)" in report["models"]["tiny"]["curves"]
     ranks = list((out / "samples/tiny/ranks").iterdir())
     scores = [json.loads(line)["score"] for line in ranks[0].read_text().splitlines()]
     assert len(scores) == 12 and all(math.isfinite(s) for s in scores)
+    # the same weights: the cached scores serve; other weights in the same folder: scored anew
+    assert main(args) == 0 and len(list((out / "samples/tiny/ranks").iterdir())) == 1
+    weights = load_file(checkpoint / "model.safetensors")
+    save_file({k: v * 1.01 for k, v in weights.items()}, checkpoint / "model.safetensors")
+    assert main(args) == 0 and len(list((out / "samples/tiny/ranks").iterdir())) == 2
 
 
 @pytest.mark.parametrize("line, overrides, message", [

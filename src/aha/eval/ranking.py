@@ -24,8 +24,16 @@ from aha.rewards.compose import CompositeReward
 CHUNK = 256  # completions per reward call
 
 
-def ranker_file(folder: Path, name: str, spec: RewardSpec) -> Path:
-    fingerprint = hashlib.sha256(spec.model_dump_json().encode()).hexdigest()[:12]
+def ranker_file(folder: Path, name: str, spec: RewardSpec, reward: CompositeReward | None = None) -> Path:
+    """A reward model's scores also depend on the checkpoint its `model:` resolved to and on
+    that checkpoint's weights, so a run that trained on, or one retrained in place, scores anew."""
+    identity = spec.model_dump_json()
+    checkpoint = getattr(reward.components[0].fn, "aha_checkpoint", None) if reward is not None else None
+    if checkpoint is not None:
+        from aha.models.loading import weights_id
+
+        identity += f" {checkpoint} {weights_id(checkpoint)}"
+    fingerprint = hashlib.sha256(identity.encode()).hexdigest()[:12]
     return Path(folder) / "ranks" / f"{name}-{fingerprint}.jsonl"
 
 

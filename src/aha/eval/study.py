@@ -97,7 +97,7 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
         for name, (reward, spec) in rankers.items():
-            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec), problems, by_problem,
+            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec, reward), problems, by_problem,
                                  desc=f"rank {label} by {name}")
             by_problem = {pid: [dict(s, **{f"{RANK_PREFIX}{name}": x}) for s, x in zip(got, scores[pid])]
                           for pid, got in by_problem.items()}

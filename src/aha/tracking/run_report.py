@@ -139,7 +139,7 @@ def _config_summary(config: dict) -> str:
              if task.get("data") else "")
     parts = [f"model {config.get('model')}", f"task {task.get('name') or Path(str(task.get('eval_data') or task.get('data'))).stem}{files}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
-             "reward " + reward_formula([(r.get("name") or str(r.get("fn")), float(r.get("weight", 1)), r.get("combine", "sum"),
+             "reward " + reward_formula([(r.get("name") or str(r.get("fn") or "reward_model"), float(r.get("weight", 1)), r.get("combine", "sum"),
                                          float(r.get("gate_min", 1.0))) for r in reward])]
     return ", ".join(parts)
 

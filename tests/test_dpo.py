@@ -136,3 +136,42 @@ def test_dpo_without_data_is_a_config_error(tmp_path):
 
     with pytest.raises(ConfigError, match="method=dpo needs dpo.data"):
         load_config(None, ["method=dpo"])
+
+
+VOWELS = "def vowels(completion, sample):\n    return sum(c in 'aeiou' for c in completion) / max(len(completion), 1)\n"
+
+
+def online_config(tmp_path, name, *overrides):
+    (tmp_path / "vowels.py").write_text(VOWELS)
+    return load_config(None, ["method=dpo", "dpo.online=true", "model=tiny", f"output_dir={tmp_path / name}",
+                              "task.name=arithmetic", "task.a_max=20", "task.num_eval=12", "dpo.batch_size=4",
+                              "dpo.online_samples=4", "rollout.max_new_tokens=12", "train.steps=4", "train.lr=1e-2",
+                              "train.checkpoint_every=2", "train.keep_checkpoints=5", "train.report=false",
+                              "eval.before=false", "eval.after=false", f"reward=[{{fn: '{tmp_path / 'vowels.py'}:vowels'}}]",
+                              *overrides])
+
+
+def test_online_dpo_pairs_the_best_and_worst_samples_against_the_starting_weights(tmp_path):
+    train(online_config(tmp_path, "run", "train.steps=1"), echo=lambda *_: None)
+    record = metrics(tmp_path / "run")[0]
+    assert record["online/prompts"] == 4 and 1 <= record["online/pairs"] <= 4
+    assert record["pref/loss"] == pytest.approx(math.log(2), abs=1e-5)  # the policy is still its reference
+    samples = [json.loads(line) for line in (tmp_path / "run/samples.jsonl").read_text().splitlines()]
+    vowels = lambda text: sum(c in "aeiou" for c in text) / max(len(text), 1)
+    assert all(vowels(s["chosen"]) > vowels(s["rejected"]) for s in samples)
+
+
+def test_online_dpo_resumes_exactly(tmp_path):
+    train(online_config(tmp_path, "straight"), echo=lambda *_: None)
+    train(online_config(tmp_path, "resumed", "train.steps=2"), echo=lambda *_: None)
+    train(online_config(tmp_path, "resumed", "train.allow_config_change=true"), echo=lambda *_: None)
+    a = load_file(tmp_path / "straight/checkpoints/step-4/model.safetensors")
+    b = load_file(tmp_path / "resumed/checkpoints/step-4/model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_online_dpo_refuses_a_pair_file(tmp_path):
+    from aha.config import ConfigError
+
+    with pytest.raises(ConfigError, match="dpo.data is not used with dpo.online=true"):
+        load_config(None, ["method=dpo", "dpo.online=true", "dpo.data=x.jsonl"])

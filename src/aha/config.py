@@ -204,15 +204,17 @@ class SFTConfig(Strict):
 class PreferenceConfig(Strict):
     """method: dpo. Preference optimisation on {prompt, chosen, rejected} pairs (algorithms/preference.py)."""
 
-    data: str = Field("", description="JSONL of {prompt, chosen, rejected}")
+    data: str = Field("", description="JSONL of {prompt, chosen, rejected}; with online=true, optional (the pairs come from the policy)")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins at each held-out evaluation")
     loss: Literal["dpo", "ipo", "simpo", "orpo"] = Field(
         "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference model)")
     beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward (simpo: 2.0 in the paper)")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO / robust DPO: the share of pairs assumed flipped")
     simpo_gamma: float = Field(0.5, ge=0, description="simpo: the target reward margin gamma")
-    batch_size: int = Field(8, ge=1, description="pairs per optimizer step (split into train.micro_batch_size sequences)")
+    batch_size: int = Field(8, ge=1, description="pairs per optimizer step (split into train.micro_batch_size sequences); online: prompts sampled per step")
     max_length: int = Field(512, ge=2, description="prompt + completion tokens; longer completions lose their end")
+    online: bool = Field(False, description="online DPO: each step samples dpo.online_samples completions per training prompt of the task from the current policy (rollout.temperature, max_new_tokens), ranks them by the run's reward and trains on best vs worst; prompts whose samples all score the same give no pair")
+    online_samples: int = Field(4, ge=2, description="online: completions sampled per prompt")
 
 
 class RewardModelConfig(Strict):
@@ -277,8 +279,10 @@ class Config(Strict):
             problems.append("algorithm.token_weighting=ktae needs a sequence-level advantage (grpo, rloo or remax)")
         if a.overlong_buffer > self.rollout.max_new_tokens:
             problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
-        if self.method == "dpo" and not self.dpo.data:
-            problems.append("method=dpo needs dpo.data: a JSONL file of {prompt, chosen, rejected}")
+        if self.method == "dpo" and not self.dpo.data and not self.dpo.online:
+            problems.append("method=dpo needs dpo.data (a JSONL file of {prompt, chosen, rejected}) or dpo.online=true")
+        if self.method == "dpo" and self.dpo.data and self.dpo.online:
+            problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
         if self.method == "rm" and not self.rm.data:
             problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
         if problems:

@@ -5,10 +5,12 @@ reference model stays in memory, and a resume uses the same numbers."""
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
 import torch
+from tqdm.auto import tqdm
 
 from aha.algorithms import dpo_loss, ipo_loss, orpo_loss, simpo_loss
 from aha.config import Config, PreferenceConfig
@@ -17,6 +19,7 @@ from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
 from aha.training.method import Method, Setup
+from aha.training.online_pairs import sampled_pairs
 from aha.training.sequences import (Sequence, accumulated_step, encode_sequences, micro_batches, stop_token,
                                     token_logprobs)
 from aha.training.sft import read_examples
@@ -78,8 +81,8 @@ class Pairs:
 class PreferenceMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
-        read = lambda path: read_examples(resolve_path(path, config.base_dir), ("chosen", "rejected"))
-        return {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data) if config.dpo.eval_data else []}
+        read = lambda path: read_examples(resolve_path(path, config.base_dir), ("chosen", "rejected")) if path else []
+        return {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data)}
 
     def __init__(self, setup: Setup, rows: dict):
         self.setup = setup
@@ -88,7 +91,12 @@ class PreferenceMethod(Method):
         self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
         self.pairs = {split: self._encode(found) for split, found in rows.items()}
         self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
-        self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
+        self.ref_model = None  # offline: the reference log-probs are computed before the first update instead
+        if self.cfg.online:  # pairs sampled from the policy, scored against the starting weights
+            self.sampler = PromptSampler(setup.task.train, config.seed)
+            self.ref_model = copy.deepcopy(setup.model).requires_grad_(False) if self.needs_reference else None
+        else:
+            self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
         train = config.train
         self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
@@ -106,29 +114,31 @@ class PreferenceMethod(Method):
         lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
         return micro_batches(picked, lengths, max(1, self.config.train.micro_batch_size // 2), by_length=True)
 
-    def _logps(self, pairs: Pairs, index: list[int]) -> PairLogps:
-        """The policy's summed log-probs of the chosen and rejected completions of pairs[index]."""
+    def _logps(self, model, pairs: Pairs, index: list[int]) -> PairLogps:
+        """model's summed log-probs of the chosen and rejected completions of pairs[index]."""
         seqs = [pairs.chosen[i] for i in index] + [pairs.rejected[i] for i in index]
-        logprobs, mask = token_logprobs(self.setup.model, seqs, self.pad_id, self.setup.dtype)
+        logprobs, mask = token_logprobs(model, seqs, self.pad_id, self.setup.dtype)
         sums, tokens, k = (logprobs * mask).sum(dim=1), mask.sum(dim=1), len(index)
         return PairLogps(sums[:k], sums[k:], tokens[:k], tokens[k:])
 
     @torch.no_grad()
-    def _sequence_logps(self, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-        pairs = self.pairs[split]
+    def _sequence_logps(self, model, pairs: Pairs, label: str) -> tuple[torch.Tensor, torch.Tensor]:
         chosen, rejected = torch.zeros(len(pairs.rows)), torch.zeros(len(pairs.rows))
-        self.setup.model.eval()
-        for group in self._micro_batches(pairs, list(range(len(pairs.rows)))):
-            p = self._logps(pairs, group)
+        model.eval()
+        groups = self._micro_batches(pairs, list(range(len(pairs.rows))))
+        for group in tqdm(groups, desc=f"log-probs ({label})", unit="batch", leave=False, disable=len(groups) < 4):
+            p = self._logps(model, pairs, group)
             chosen[group], rejected[group] = p.chosen.float(), p.rejected.float()
         return chosen, rejected
 
     def _reference_logps(self) -> dict[str, torch.Tensor]:
-        """Computed from the weights the run starts from, before any update, then kept."""
+        """The file pairs' reference log-probs: computed from the weights the run starts
+        from, before any update, then kept (and checkpointed)."""
         if self.reference is None:
             self.reference = {}
-            for split in self.pairs:
-                self.reference[f"{split}_chosen"], self.reference[f"{split}_rejected"] = self._sequence_logps(split)
+            for split, pairs in self.pairs.items():
+                self.reference[f"{split}_chosen"], self.reference[f"{split}_rejected"] = self._sequence_logps(
+                    self.ref_model or self.setup.model, pairs, f"reference, {split} pairs")
         return self.reference
 
     def _with_reference(self, p: PairLogps, split: str, index: list[int]) -> PairLogps:
@@ -137,16 +147,41 @@ class PreferenceMethod(Method):
             p.ref_chosen, p.ref_rejected = ref[f"{split}_chosen"][index], ref[f"{split}_rejected"][index]
         return p
 
+    def _step_pairs(self) -> tuple[Pairs, list[int], dict, dict]:
+        """This step's pairs, which of them to train on, their reference log-probs by
+        pair index (empty without a reference) and statistics of how they were found."""
+        if not self.cfg.online:
+            if self.needs_reference:
+                self._reference_logps()  # before the first update changes the weights
+            picked = self.sampler.next(self.cfg.batch_size)
+            return self.pairs["train"], picked, {}, {"pref/epoch": self.sampler.epoch}
+        s = self.setup
+        rows, chosen, rejected, stats = sampled_pairs(s.engine, s.task, self.sampler, s.reward, self.cfg.batch_size,
+                                                      self.cfg.online_samples)
+        pairs, picked, reference = Pairs(rows, chosen, rejected), list(range(len(rows))), {}
+        if self.needs_reference and rows:
+            ref_chosen, ref_rejected = self._sequence_logps(self.ref_model, pairs, "reference")
+            reference = {i: (ref_chosen[i], ref_rejected[i]) for i in picked}
+        return pairs, picked, reference, {**stats, "pref/epoch": self.sampler.epoch}
+
     def step(self, step: int) -> tuple[dict, list[dict]]:
         t0 = time.time()
-        if self.needs_reference:
-            self._reference_logps()  # before the first update changes the weights
-        picked = self.sampler.next(self.cfg.batch_size)
-        train, seen = self.pairs["train"], []
+        train, picked, reference, found = self._step_pairs()
+        if not picked:  # online: every prompt's samples scored the same
+            return {"step": step, **found, "train/nothing_to_train": 1.0, "time/step_s": time.time() - t0}, []
+        seen = []
+
+        def with_reference(p: PairLogps, group: list[int]) -> PairLogps:
+            if not self.cfg.online:
+                return self._with_reference(p, "train", group)
+            if self.needs_reference:
+                p.ref_chosen = torch.stack([reference[i][0] for i in group])
+                p.ref_rejected = torch.stack([reference[i][1] for i in group])
+            return p
 
         def part(group):
             def loss():
-                p = self._with_reference(self._logps(train, group), "train", group)
+                p = with_reference(self._logps(self.setup.model, train, group), group)
                 seen.append((group, p))
                 return PREFERENCE_LOSSES[self.cfg.loss][1](p, self.cfg).sum() / len(picked)
             return loss
@@ -162,8 +197,8 @@ class PreferenceMethod(Method):
                   "pref/accuracy": float((chosen_r > rejected_r).float().mean()),
                   "pref/margin": float((chosen_r - rejected_r).mean()), "pref/reward_chosen": float(chosen_r.mean()),
                   "pref/reward_rejected": float(rejected_r.mean()), "logps/chosen": float(chosen_lp.mean()),
-                  "logps/rejected": float(rejected_lp.mean()), "pref/truncated": truncated,
-                  "pref/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+                  "logps/rejected": float(rejected_lp.mean()), "pref/truncated": truncated, **found,
+                  "train/nothing_to_train": 0.0, "time/step_s": time.time() - t0}
         examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "chosen": train.rows[i]["chosen"],
                      "rejected": train.rows[i]["rejected"], "margin": float(c - r)}
                     for i, c, r in zip(order, chosen_r, rejected_r)]
@@ -175,9 +210,10 @@ class PreferenceMethod(Method):
         pairs = self.pairs["eval"]
         if not pairs.rows:
             return {}
-        if self.needs_reference:
-            self._reference_logps()
-        chosen, rejected = self._sequence_logps("eval")
+        if self.needs_reference and step == 0 and self.reference is None:  # no update yet: policy = reference
+            chosen, rejected = (self._reference_logps()[f"eval_{side}"] for side in ("chosen", "rejected"))
+        else:
+            chosen, rejected = self._sequence_logps(self.setup.model, pairs, "held-out pairs")
         index = list(range(len(pairs.rows)))
         tokens = lambda seqs: torch.tensor([float(len(s.completion)) for s in seqs])
         p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval", index)
@@ -199,7 +235,7 @@ class PreferenceMethod(Method):
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
         self.sampler.load_state(state["sampler"])
         self.reference = extra.get("reference_logps")
-        if self.needs_reference and self.reference is None:
+        if self.needs_reference and self.reference is None and self.ref_model is None:
             raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
                              "gone: start this dpo run afresh in a new output_dir")
 

@@ -15,6 +15,7 @@ ALLOWED = frozenset({
     "output_dir", "base_dir",
     "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
     "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps", "train.micro_batch_size", "rollout.batch_size",
+    "rm.eval_data",  # a reward model's held-out pairs are only scored
 })
 ALLOWED_SECTIONS = ("eval.",)
 # Allowed, but held-out accuracies from before and after such a change are measured differently.

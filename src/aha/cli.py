@@ -10,7 +10,7 @@ import sys
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aha", description="RL post-training for language models, built around rewards.")
     sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser("train", help="online RL (GRPO) from a YAML config")
+    tr = sub.add_parser("train", help="train from a YAML config: method rl (GRPO family, PPO), sft, dpo or rm")
     tr.add_argument("config", help="YAML config, e.g. configs/quickstart.yaml")
     tr.add_argument("overrides", nargs="*", help="dotted overrides: train.steps=10 rollout.group_size=4")
     ev = sub.add_parser("eval", help="greedy accuracy on a task's held-out split")

@@ -98,6 +98,7 @@ def test_dpo_learns_the_preferences_and_reports_them_per_subset(tmp_path):
     assert steps[-1]["pref/accuracy"] == 1.0
     before, after = records[0], records[-1]
     assert before["step"] == 0 and before["pref_eval/accuracy"] == 0.0  # policy = reference: no margin yet
+    assert after["pref_eval/likelier_chosen"] == 1.0
     assert after["pref_eval/accuracy"] == 1.0 and after["pref_eval/margin"] > 1.0
     assert after["pref_eval/accuracy/near"] == 1.0 and after["pref_eval/accuracy/far"] == 1.0
     assert "eval/accuracy" in after  # and the task's greedy held-out accuracy, as every method

@@ -138,3 +138,14 @@ def test_the_configs_policy_losses_are_the_registrys():
     from aha.training.update import POLICY_LOSSES
 
     assert set(typing.get_args(AlgorithmConfig.model_fields["policy_loss"].annotation)) == set(POLICY_LOSSES)
+
+
+def test_the_configs_advantage_estimators_are_the_registrys():
+    import typing
+
+    from aha.config import AlgorithmConfig
+    from aha.training.estimate import SEQUENCE_ESTIMATORS, TOKEN_ESTIMATORS
+
+    assert not set(SEQUENCE_ESTIMATORS) & set(TOKEN_ESTIMATORS)
+    assert set(typing.get_args(AlgorithmConfig.model_fields["advantage"].annotation)) == (
+        set(SEQUENCE_ESTIMATORS) | set(TOKEN_ESTIMATORS))

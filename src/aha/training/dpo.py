@@ -218,8 +218,11 @@ class PreferenceMethod(Method):
         tokens = lambda seqs: torch.tensor([float(len(s.completion)) for s in seqs])
         p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval", index)
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
-        right = (chosen_r > rejected_r).float()
-        out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_r - rejected_r).mean())}
+        right = (chosen_r > rejected_r).float()  # a tie (every pair before the first update) counts as wrong
+        # and, meaningful from step 0 on: does the policy itself find the chosen completion likelier?
+        likelier = (p.chosen > p.rejected).float()
+        out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_r - rejected_r).mean()),
+               "pref_eval/likelier_chosen": float(likelier.mean())}
         subsets = sorted({str(r["subset"]) for r in pairs.rows if "subset" in r})
         for subset in subsets:
             rows = torch.tensor([r.get("subset") == subset for r in pairs.rows])

@@ -21,6 +21,28 @@ from aha.config import AlgorithmConfig
 from aha.training.batch import Batch
 
 
+def _gae(token_rewards, mask, batch: Batch, algo: AlgorithmConfig, G: int, stats: dict) -> torch.Tensor:
+    advantages, batch.returns = gae_advantages(token_rewards, batch.old_values, mask, algo.gamma, algo.lam)
+    stats["value/mean"] = float(masked_mean(batch.old_values, mask))
+    return advantages
+
+
+# algorithm.advantage -> estimator. Sequence-level ones map (groups, G) rewards to (groups, G)
+# advantages, spread over each completion's tokens; token-level ones map (N, T) per-token
+# rewards to (N, T) advantages. A new estimator is one entry here plus its name in the
+# config's Literal (a test checks they agree).
+SEQUENCE_ESTIMATORS = {
+    "grpo": lambda rewards, batch, algo: grpo_advantages(rewards, algo.advantage_scale),
+    "rloo": lambda rewards, batch, algo: rloo_advantages(rewards),
+    "remax": lambda rewards, batch, algo: remax_advantages(rewards, batch.baseline.view(rewards.shape)[:, 0]),
+}
+TOKEN_ESTIMATORS = {
+    "reinforce_pp": lambda token_rewards, mask, batch, algo, G, stats:
+        reinforce_pp_advantages(token_rewards, mask, algo.gamma, G if algo.group_baseline else None),
+    "gae": _gae,
+}
+
+
 def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) -> dict:
     """Fill batch.advantages (and batch.returns for gae) in place; return statistics.
 
@@ -42,23 +64,14 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         kl = torch.where(mask.bool(), kl, 0)
         token_rewards = token_rewards - algo.kl_coef * kl
         stats["kl/ref"] = float(masked_mean(kl, mask))
-    seq_rewards = token_rewards.sum(dim=1)
-    seq_adv = None
-    if algo.advantage == "grpo":
-        seq_adv = grpo_advantages(seq_rewards.view(-1, G), algo.advantage_scale).view(-1)
-    elif algo.advantage == "rloo":
-        seq_adv = rloo_advantages(seq_rewards.view(-1, G)).view(-1)
-    elif algo.advantage == "remax":
-        seq_adv = remax_advantages(seq_rewards.view(-1, G), batch.baseline.view(-1, G)[:, 0]).view(-1)
-    if seq_adv is not None:
+    if algo.advantage in SEQUENCE_ESTIMATORS:
+        rewards = token_rewards.sum(dim=1).view(-1, G)
+        seq_adv = SEQUENCE_ESTIMATORS[algo.advantage](rewards, batch, algo).view(-1)
         advantages = seq_adv.unsqueeze(1) * mask
         if algo.token_weighting == "ktae":
             advantages = advantages * ktae_token_weights(batch.rollouts.completion_ids, mask, seq_adv, G, algo.ktae_alpha)
-    elif algo.advantage == "reinforce_pp":
-        advantages = reinforce_pp_advantages(token_rewards, mask, algo.gamma, G if algo.group_baseline else None)
-    elif algo.advantage == "gae":
-        advantages, batch.returns = gae_advantages(token_rewards, batch.old_values, mask, algo.gamma, algo.lam)
-        stats["value/mean"] = float(masked_mean(batch.old_values, mask))
+    elif algo.advantage in TOKEN_ESTIMATORS:
+        advantages = TOKEN_ESTIMATORS[algo.advantage](token_rewards, mask, batch, algo, G, stats)
     else:
         raise ValueError(f"unknown advantage estimator {algo.advantage!r}")
     if algo.whiten_advantages:

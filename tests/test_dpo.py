@@ -89,6 +89,17 @@ def test_reference_free_losses_match_a_hand_computation(tmp_path, loss):
     assert metrics(tmp_path / "run")[0]["pref/loss"] == pytest.approx(sum(expected) / len(expected), rel=1e-5)
 
 
+def test_rpo_adds_the_chosen_completions_nll_to_dpo(tmp_path):
+    train(dpo_config(tmp_path, "run", "dpo.nll_coef=0.7", "train.steps=1", "train.lr=0"), echo=lambda *_: None)
+    tiny = load("tiny")
+    nll = []
+    for p in PAIRS:
+        total, tokens = sequence_logps(tiny.model, tiny.tokenizer, p["prompt"], p["chosen"])
+        nll.append(-total / tokens)
+    expected = math.log(2) + 0.7 * sum(nll) / len(nll)  # DPO's term is log 2 while the policy is its reference
+    assert metrics(tmp_path / "run")[0]["pref/loss"] == pytest.approx(expected, rel=1e-5)
+
+
 def test_dpo_learns_the_preferences_and_reports_them_per_subset(tmp_path):
     train(dpo_config(tmp_path, "run", "train.steps=12", "train.lr=3e-3", "eval.before=true", "eval.after=true",
                      "eval.limit=2"), echo=lambda *_: None)

@@ -213,6 +213,7 @@ class PreferenceConfig(Strict):
     simpo_gamma: float = Field(0.5, ge=0, description="simpo: the target reward margin gamma")
     batch_size: int = Field(8, ge=1, description="pairs per optimizer step (split into train.micro_batch_size sequences); online: prompts sampled per step")
     max_length: int = Field(512, ge=2, description="prompt + completion tokens; longer completions lose their end")
+    nll_coef: float = Field(0.0, ge=0, description="RPO (Pang et al. 2024): add nll_coef * the chosen completion's per-token NLL to each pair's loss, so the chosen answers' likelihood is held up while the margin grows (TRL's rpo_alpha; the paper uses 1.0); orpo has this term already")
     online: bool = Field(False, description="online DPO: each step samples dpo.online_samples completions per training prompt of the task from the current policy (rollout.temperature, max_new_tokens), ranks them by the run's reward and trains on best vs worst; prompts whose samples all score the same give no pair")
     online_samples: int = Field(4, ge=2, description="online: completions sampled per prompt")
 
@@ -281,6 +282,8 @@ class Config(Strict):
             problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
         if self.method == "dpo" and not self.dpo.data and not self.dpo.online:
             problems.append("method=dpo needs dpo.data (a JSONL file of {prompt, chosen, rejected}) or dpo.online=true")
+        if self.method == "dpo" and self.dpo.loss == "orpo" and self.dpo.nll_coef:
+            problems.append("dpo.nll_coef adds an NLL term that dpo.loss=orpo already has: set one of them")
         if self.method == "dpo" and self.dpo.data and self.dpo.online:
             problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
         if self.method == "rm" and not self.rm.data:

@@ -62,6 +62,14 @@ PREFERENCE_LOSSES = {
 }
 
 
+def pair_losses(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
+    """The configured loss per pair, plus RPO's NLL term on the chosen completion."""
+    losses = PREFERENCE_LOSSES[c.loss][1](p, c)
+    if c.nll_coef:
+        losses = losses + c.nll_coef * (-p.chosen / p.chosen_tokens)
+    return losses
+
+
 def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """What each loss takes as the reward of a completion: beta * log(pi / ref) with a
     reference, beta * average log pi without (SimPO, ORPO)."""
@@ -183,7 +191,7 @@ class PreferenceMethod(Method):
             def loss():
                 p = with_reference(self._logps(self.setup.model, train, group), group)
                 seen.append((group, p))
-                return PREFERENCE_LOSSES[self.cfg.loss][1](p, self.cfg).sum() / len(picked)
+                return pair_losses(p, self.cfg).sum() / len(picked)
             return loss
 
         update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in self._micro_batches(train, picked)],

@@ -144,6 +144,20 @@ def test_a_prompt_longer_than_max_length_is_an_error_naming_it(tmp_path):
 
 
 def test_sft_without_data_needs_a_task_with_responses(tmp_path):
-    config = load_config(None, ["method=sft", "model=tiny", f"output_dir={tmp_path / 'run'}"])
+    (tmp_path / "task.jsonl").write_text(json.dumps({"prompt": "2+2?", "answer": "4"}) + "\n")
+    config = load_config(None, ["method=sft", "model=tiny", f"output_dir={tmp_path / 'run'}",
+                                f"task.data={tmp_path / 'task.jsonl'}", f"task.eval_data={tmp_path / 'task.jsonl'}"])
     with pytest.raises(TaskError, match="method=sft needs sft.data"):
         train(config, echo=lambda *_: None)
+
+
+def test_sft_on_the_arithmetic_task_trains_on_verified_worked_answers(tmp_path):
+    from aha.rewards import numeric_answer
+    from aha.tasks import build_task
+    from aha.training.sft import sft_examples
+
+    config = load_config(None, ["method=sft", "task.name=arithmetic", "task.a_max=20", "task.num_eval=12"])
+    task = build_task(config.task)
+    rows = sft_examples(config, task)
+    assert [r["id"] for r in rows] == [s["id"] for s in task.train]  # training problems only, none held out
+    assert all(numeric_answer(r["response"], r) == 1.0 for r in rows)

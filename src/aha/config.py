@@ -195,7 +195,7 @@ class TrackingConfig(Strict):
 class SFTConfig(Strict):
     """method: sft. Supervised fine-tuning: the loss is the response tokens' NLL, prompts are context only."""
 
-    data: str | None = Field(None, description="JSONL of {prompt, response}; default: the task's training samples that carry a response")
+    data: str | None = Field(None, description="JSONL of {prompt, response}; default: for the built-in arithmetic task a verified worked answer to each training problem (as `aha data` writes), else the task's training samples that carry a response")
     batch_size: int = Field(16, ge=1, description="examples per optimizer step (split into train.micro_batch_size)")
     max_length: int = Field(512, ge=2, description="prompt + response tokens; longer examples lose the end of their response (counted in sft/truncated)")
     bucket_by_length: bool = Field(True, description="micro-batches of similar lengths (less padding; the loss is the same)")

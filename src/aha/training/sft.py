@@ -17,6 +17,7 @@ from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import check_prompt, prompt_text
+from aha.tasks.synthetic import sft_record
 from aha.training.method import Method, Setup
 from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, stop_token, token_logprobs
 
@@ -47,9 +48,13 @@ def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
 
 
 def sft_examples(config: Config, task: Task) -> list[dict]:
-    """sft.data, or the task's training samples that carry a response."""
+    """sft.data; or, for the built-in arithmetic task, a verified worked answer to each of its
+    training problems (the `aha data` generator's sft_train rows, made on the fly); or the
+    task's training samples that carry a response."""
     if config.sft.data is not None:
         return read_examples(resolve_path(config.sft.data, config.base_dir), ("response",))
+    if config.task.data is None and task.name == "arithmetic":
+        return [{**sft_record(s, config.seed), "where": f"task arithmetic, sample {s['id']}"} for s in task.train]
     rows = [{**s, "where": f"task {task.name}, sample {s['id']}"} for s in task.train if isinstance(s.get("response"), str)]
     if not rows:
         raise TaskError(f"method=sft needs sft.data (a JSONL of {{prompt, response}}) or a task whose training samples "

@@ -20,9 +20,8 @@ from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
 from aha.training.method import Method, Setup
 from aha.training.online_pairs import sampled_pairs
-from aha.training.sequences import (Sequence, accumulated_step, encode_sequences, micro_batches, stop_token,
+from aha.training.sequences import (Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs,
                                     token_logprobs)
-from aha.training.sft import read_examples
 
 
 @dataclass
@@ -79,17 +78,10 @@ def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, t
     return c.beta * chosen, c.beta * rejected
 
 
-@dataclass
-class Pairs:
-    rows: list[dict]
-    chosen: list[Sequence]
-    rejected: list[Sequence]
-
-
 class PreferenceMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
-        read = lambda path: read_examples(resolve_path(path, config.base_dir), ("chosen", "rejected")) if path else []
+        read = lambda path: read_pairs(resolve_path(path, config.base_dir), with_margin=False) if path else []
         return {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data)}
 
     def __init__(self, setup: Setup, rows: dict):
@@ -97,7 +89,7 @@ class PreferenceMethod(Method):
         config = setup.config
         self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
         self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
-        self.pairs = {split: self._encode(found) for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length) for split, found in rows.items()}
         self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
         self.ref_model = None  # offline: the reference log-probs are computed before the first update instead
         if self.cfg.online:  # pairs sampled from the policy, scored against the starting weights
@@ -110,18 +102,6 @@ class PreferenceMethod(Method):
                                            weight_decay=train.weight_decay)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 
-    def _encode(self, rows: list[dict]) -> Pairs:
-        s = self.setup
-        encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
-                                              stop_token(s.tokenizer, s.model), self.cfg.max_length,
-                                              [r["where"] for r in rows])
-        return Pairs(rows, encode("chosen"), encode("rejected"))
-
-    def _micro_batches(self, pairs: Pairs, picked: list[int]) -> list[list[int]]:
-        """Whole pairs per micro-batch (a pair's loss needs both completions), similar lengths together."""
-        lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
-        return micro_batches(picked, lengths, max(1, self.config.train.micro_batch_size // 2), by_length=True)
-
     def _logps(self, model, pairs: Pairs, index: list[int]) -> PairLogps:
         """model's summed log-probs of the chosen and rejected completions of pairs[index]."""
         seqs = [pairs.chosen[i] for i in index] + [pairs.rejected[i] for i in index]
@@ -133,7 +113,7 @@ class PreferenceMethod(Method):
     def _sequence_logps(self, model, pairs: Pairs, label: str) -> tuple[torch.Tensor, torch.Tensor]:
         chosen, rejected = torch.zeros(len(pairs.rows)), torch.zeros(len(pairs.rows))
         model.eval()
-        groups = self._micro_batches(pairs, list(range(len(pairs.rows))))
+        groups = pair_micro_batches(pairs, list(range(len(pairs.rows))), self.config.train.micro_batch_size)
         for group in tqdm(groups, desc=f"log-probs ({label})", unit="batch", leave=False, disable=len(groups) < 4):
             p = self._logps(model, pairs, group)
             chosen[group], rejected[group] = p.chosen.float(), p.rejected.float()
@@ -194,8 +174,8 @@ class PreferenceMethod(Method):
                 return pair_losses(p, self.cfg).sum() / len(picked)
             return loss
 
-        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in self._micro_batches(train, picked)],
-                                  self.config.train.max_grad_norm)
+        groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
+        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in groups], self.config.train.max_grad_norm)
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
         rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])

@@ -24,32 +24,7 @@ from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
 from aha.training.method import Method, Setup, set_hyperparameters
-from aha.training.sequences import Sequence, accumulated_step, encode_sequences, micro_batches, stop_token
-from aha.training.sft import read_examples
-
-
-def read_pairs(path, with_margin: bool) -> list[dict]:
-    """read_examples' checks (file:line errors), and: a pair's two completions must differ
-    (nothing to learn from a tie), and with rm.margin=data each pair needs a numeric margin."""
-    rows = read_examples(path, ("chosen", "rejected"))
-    for row in rows:
-        if row["chosen"] == row["rejected"]:
-            raise TaskError(f"{row['where']}: chosen and rejected are the same completion")
-        margin = row.get("margin")
-        if with_margin and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin)):
-            raise TaskError(f"{row['where']}: rm.margin=data needs a finite number in the field margin, got {margin!r}")
-    return rows
-
-
-@dataclass
-class Pairs:
-    rows: list[dict]
-    chosen: list[Sequence]
-    rejected: list[Sequence]
-
-    def tokens(self, index: list[int]) -> list[list[int]]:
-        """Token sequences of pairs[index]: all chosen first, then all rejected."""
-        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
+from aha.training.sequences import Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs
 
 
 class RMMethod(Method):
@@ -69,7 +44,7 @@ class RMMethod(Method):
         head = reward_head(setup.model.config.hidden_size, self.cfg.heads, config.seed,
                            getattr(setup.model.config, "initializer_range", 0.02))
         self.rm = RewardModel(setup.model, head, setup.engine.pad_id)
-        self.pairs = {split: self._encode(found) for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length) for split, found in rows.items()}
         n = len(self.pairs["train"].rows)
         self.sampler = PromptSampler(list(range(n)), config.seed)
         self.weights = bootstrap_weights(n, self.cfg.heads, config.seed)  # (n, heads)
@@ -82,18 +57,6 @@ class RMMethod(Method):
         self.modules = {"model": setup.model, "reward_head": head}
         self.optimizers = {"reward_model": self.optimizer}
 
-    def _encode(self, rows: list[dict]) -> Pairs:
-        s = self.setup
-        encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
-                                              stop_token(s.tokenizer, s.model), self.cfg.max_length,
-                                              [r["where"] for r in rows])
-        return Pairs(rows, encode("chosen"), encode("rejected"))
-
-    def _micro_batches(self, pairs: Pairs, picked: list[int]) -> list[list[int]]:
-        """Whole pairs per micro-batch of train.micro_batch_size sequences, like lengths together."""
-        lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
-        return micro_batches(picked, lengths, max(1, self.config.train.micro_batch_size // 2), by_length=True)
-
     def _pcrm_caps(self) -> torch.Tensor:
         """(n, 1) PCRM's delta* per training pair, from priors computed once: the length ratio
         of the completions, or the angular similarity of the starting body's embeddings
@@ -104,7 +67,7 @@ class RMMethod(Method):
         else:
             similarity = torch.zeros(len(pairs.rows))
             with torch.no_grad():
-                for group in self._micro_batches(pairs, list(range(len(pairs.rows)))):
+                for group in pair_micro_batches(pairs, list(range(len(pairs.rows))), self.config.train.micro_batch_size):
                     _, hidden = self.rm(pairs.tokens(group), self.setup.dtype, with_hidden=True)
                     similarity[group] = angular_similarity(hidden[:len(group)], hidden[len(group):])
         return pcrm_cap(similarity, c.pcrm_beta1, c.pcrm_beta2, c.pcrm_beta3).unsqueeze(1)
@@ -137,7 +100,8 @@ class RMMethod(Method):
                 return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
             return loss
 
-        update = accumulated_step(self.rm, self.optimizer, [part(g) for g in self._micro_batches(train, picked)],
+        groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
+        update = accumulated_step(self.rm, self.optimizer, [part(g) for g in groups],
                                   self.config.train.max_grad_norm)
         order = [i for group, _, _ in seen for i in group]
         chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])
@@ -170,7 +134,7 @@ class RMMethod(Method):
         score_c, score_r = torch.zeros(n), torch.zeros(n)
         self.rm.eval()
         with torch.no_grad():
-            for group in self._micro_batches(pairs, list(range(n))):
+            for group in pair_micro_batches(pairs, list(range(n)), self.config.train.micro_batch_size):
                 chosen, rejected = self._rewards(pairs, group)
                 score_c[group], score_r[group] = self._score(chosen), self._score(rejected)
         right = (score_c > score_r).float()

@@ -1,18 +1,72 @@
-"""Supervised sequences (SFT responses, preference completions): a prompt's token ids and a
-completion's, fitted to a length budget, padded into a batch (prompts left, completions
-right, as the engine lays out rollouts) and scored token by token with gradient."""
+"""Supervised sequences (SFT responses, preference pairs): read from JSONL with file:line
+errors, a prompt's token ids and a completion's fitted to a length budget, padded into a
+batch (prompts left, completions right, as the engine lays out rollouts) and scored token
+by token with gradient."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from aha.jsonl import read_jsonl
 from aha.tasks import Task, encode_prompts
 from aha.tasks.errors import TaskError
+from aha.tasks.prompts import check_prompt
 from aha.training.logprobs import completion_logprobs
 from aha.training.precision import autocast
 from aha.training.update import guarded_step
+
+
+def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
+    """JSONL rows holding a prompt and the string fields named, each with `where` = file:line
+    for error messages; a bad row is an error naming its file and line."""
+    if not path.is_file():
+        raise TaskError(f"data file not found: {path}")
+    rows = []
+    for lineno, row in read_jsonl(path, TaskError):
+        where = f"{path}:{lineno}"
+        if not isinstance(row, dict):
+            raise TaskError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+        missing = [k for k in ("prompt", *fields) if k not in row]
+        if missing:
+            raise TaskError(f"{where}: missing field(s) {', '.join(missing)}")
+        problem = check_prompt(row["prompt"], where)
+        if problem:
+            raise TaskError(problem)
+        for key in fields:
+            if not isinstance(row[key], str) or not row[key].strip():
+                raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
+        rows.append({**row, "where": where})
+    if not rows:
+        raise TaskError(f"{path}: no examples (empty file)")
+    return rows
+
+
+def read_pairs(path, with_margin: bool) -> list[dict]:
+    """read_examples' checks (file:line errors), and: a pair's two completions must differ
+    (nothing to learn from a tie), and with rm.margin=data each pair needs a numeric margin."""
+    rows = read_examples(path, ("chosen", "rejected"))
+    for row in rows:
+        if row["chosen"] == row["rejected"]:
+            raise TaskError(f"{row['where']}: chosen and rejected are the same completion")
+        margin = row.get("margin")
+        if with_margin and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin)):
+            raise TaskError(f"{row['where']}: rm.margin=data needs a finite number in the field margin, got {margin!r}")
+    return rows
+
+
+@dataclass
+class Pairs:
+    rows: list[dict]
+    chosen: list[Sequence]
+    rejected: list[Sequence]
+
+    def tokens(self, index: list[int]) -> list[list[int]]:
+        """Token sequences of pairs[index]: all chosen first, then all rejected."""
+        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
 
 
 @dataclass(frozen=True)
@@ -99,3 +153,31 @@ def accumulated_step(model, optimizer: torch.optim.Optimizer, parts, max_grad_no
     skipped = guarded_step(optimizer, "policy", total, grad_norm)
     model.eval()
     return {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}
+
+
+@dataclass
+class Pairs:
+    """Preference pairs: the rows as read, and each row's chosen and rejected sequence."""
+
+    rows: list[dict]
+    chosen: list[Sequence]
+    rejected: list[Sequence]
+
+    def tokens(self, index: list[int]) -> list[list[int]]:
+        """Token sequences of pairs[index]: all chosen first, then all rejected."""
+        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
+
+
+def encode_pairs(setup, rows: list[dict], max_length: int) -> Pairs:
+    """Both completions of each row after its prompt, as encode_sequences makes them."""
+    s = setup
+    encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
+                                          stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows])
+    return Pairs(rows, encode("chosen"), encode("rejected"))
+
+
+def pair_micro_batches(pairs: Pairs, picked: list[int], micro_batch_size: int) -> list[list[int]]:
+    """Whole pairs per micro-batch of micro_batch_size sequences (a pair's loss needs both of
+    its completions), pairs of like lengths together."""
+    lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
+    return micro_batches(picked, lengths, max(1, micro_batch_size // 2), by_length=True)

@@ -6,45 +6,18 @@ checkpoints/step-N is the `model:` of the RL run that follows it."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
-
 import torch
 
 from aha.config import Config
-from aha.jsonl import read_jsonl
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
-from aha.tasks.prompts import check_prompt, prompt_text
+from aha.tasks.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
 from aha.training.method import Method, Setup
-from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, stop_token, token_logprobs
-
-
-def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
-    """JSONL rows holding a prompt and the string fields named, each with `where` = file:line
-    for error messages; a bad row is an error naming its file and line."""
-    if not path.is_file():
-        raise TaskError(f"data file not found: {path}")
-    rows = []
-    for lineno, row in read_jsonl(path, TaskError):
-        where = f"{path}:{lineno}"
-        if not isinstance(row, dict):
-            raise TaskError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
-        missing = [k for k in ("prompt", *fields) if k not in row]
-        if missing:
-            raise TaskError(f"{where}: missing field(s) {', '.join(missing)}")
-        problem = check_prompt(row["prompt"], where)
-        if problem:
-            raise TaskError(problem)
-        for key in fields:
-            if not isinstance(row[key], str) or not row[key].strip():
-                raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
-        rows.append({**row, "where": where})
-    if not rows:
-        raise TaskError(f"{path}: no examples (empty file)")
-    return rows
+from aha.training.sequences import (accumulated_step, encode_sequences, micro_batches, read_examples, stop_token,
+                                    token_logprobs)
 
 
 def sft_examples(config: Config, task: Task) -> list[dict]:

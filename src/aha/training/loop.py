@@ -233,6 +233,8 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
     def held_out(step: int, label: str) -> float | None:
         if not method.generates:  # e.g. a reward model: only its own held-out metrics
             record = method.held_out(step)
+            if not record:  # nothing held out to measure (no eval data)
+                return None
             run.log_metrics({"step": step, **record})
             echo(f"held-out ({label}, step {step}): " + ", ".join(f"{k} {v:.3g}" for k, v in record.items()))
             return None

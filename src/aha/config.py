@@ -40,7 +40,7 @@ class RewardSpec(Strict):
     """One reward: a function (`fn`) or a trained reward model (`model`), exactly one of them."""
 
     fn: str | None = Field(None, description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
-    model: str | None = Field(None, description="a reward model trained with method: rm: its run folder (the newest checkpoint) or a checkpoint folder; scores prompt + completion in batches (args: batch_size, dtype)")
+    model: str | None = Field(None, description="a reward model trained with method: rm: its run folder (the newest checkpoint) or a checkpoint folder; scores prompt + completion in batches (args: batch_size, dtype); or a process reward model (method: prm), scoring each step of the completion and aggregating them (args.aggregate: min, sum or mean)")
     weight: float = 1.0
     name: str | None = None
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
@@ -237,11 +237,23 @@ class RewardModelConfig(Strict):
     ensemble_k: float = Field(1.0, ge=0, description="ensemble_score=mean_minus_std: the k")
 
 
+class ProcessRewardConfig(Strict):
+    """method: prm. A process reward model: a scalar head read at the token closing each step
+    of a solution, trained with binary cross-entropy on 0/1 step labels (training/prm.py)."""
+
+    data: str = Field("", description="JSONL of {prompt, steps: [str], labels: [0|1]}, one label a step")
+    eval_data: str | None = Field(None, description="held-out solutions of the same form: step, solution and first-error accuracy at each held-out evaluation")
+    batch_size: int = Field(16, ge=1, description="solutions per optimizer step (split into train.micro_batch_size solutions)")
+    max_length: int = Field(512, ge=2, description="prompt + solution tokens; steps that do not close within it are not scored (counted in prm/truncated_steps)")
+    step_separator: str = Field("\n", min_length=1, description="what joins the steps into the completion the policy writes; a step is scored at the token that closes it (this separator, or the stop token after the last step)")
+
+
 class Config(Strict):
-    method: Literal["rl", "sft", "dpo", "rm"] = Field(
+    method: Literal["rl", "sft", "dpo", "rm", "prm"] = Field(
         "rl", description="what a step trains: rl (online RL on sampled completions), sft (supervised on responses), "
                           "dpo (preference optimisation, sft/dpo sections), rm (a reward model on preference pairs, "
-                          "rm section); the run folder, checkpoints, held-out evaluation and report are the same for each")
+                          "rm section), prm (a process reward model on step-labelled solutions, prm section); the run "
+                          "folder, checkpoints, held-out evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
     output_dir: str = "runs/default"
     seed: int = 0
@@ -256,6 +268,7 @@ class Config(Strict):
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
+    prm: ProcessRewardConfig = ProcessRewardConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 
@@ -288,6 +301,8 @@ class Config(Strict):
             problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
         if self.method == "rm" and not self.rm.data:
             problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
+        if self.method == "prm" and not self.prm.data:
+            problems.append("method=prm needs prm.data: a JSONL file of {prompt, steps, labels}")
         if problems:
             raise ValueError("; ".join(problems))
         return self

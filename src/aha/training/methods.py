@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from aha.training.dpo import PreferenceMethod
+from aha.training.prm import PRMMethod
 from aha.training.reward_model import RMMethod
 from aha.training.rl import RLMethod
 from aha.training.sft import SFTMethod
 
 # config.method's allowed values are these keys (a test checks the config's Literal agrees)
-METHODS = {"rl": RLMethod, "sft": SFTMethod, "dpo": PreferenceMethod, "rm": RMMethod}
+METHODS = {"rl": RLMethod, "sft": SFTMethod, "dpo": PreferenceMethod, "rm": RMMethod, "prm": PRMMethod}

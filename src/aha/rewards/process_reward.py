@@ -1,0 +1,92 @@
+"""A trained process reward model (method: prm) as a reward:
+`reward: [{model: runs/prm, args: {aggregate: min}}]`.
+
+A completion is split into steps at the separator the PRM was trained with (recorded in its
+checkpoint's process_reward_model.json, with the chat template's system prompt and few-shot
+turns); each non-blank step is scored at the token that closes it, exactly as in training
+(models/process_reward.py: the same tokenisation of the whole completion + the stop token),
+and the step probabilities are aggregated into one reward: `min` (PURE, Cheng et al. 2025:
+the worst step decides, so padding a solution with easy steps does not pay), `sum` (rewards
+more steps, the form PURE shows being hacked) or `mean`. Blank pieces (a doubled or trailing
+separator) are not steps. A completion with no step at all (empty, or only blanks) scores 0,
+the lowest step probability: it is an answer, just a worthless one, and a reward failure
+could stop the run (train.max_reward_failure_rate). One whose steps exist but none closes
+within the PRM's max_length scores None (failed: it could not be judged), as the rm reward
+does for a prompt that fills max_length. Called from rewards/learned.py when the folder
+holds a process_reward_model.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from aha.rewards.functions import RewardError, batched
+
+DESCRIPTION = "process_reward_model.json"  # training/prm.py writes it into every checkpoint
+ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min"}
+
+
+def _args(args: dict, key: str) -> dict:
+    from aha.models.process_reward import AGGREGATES
+
+    unknown = sorted(set(args) - set(ARGS))
+    if unknown:
+        raise RewardError(f"{key}.args: a process reward model takes {', '.join(ARGS)}; unknown: {', '.join(unknown)}")
+    merged = {**ARGS, **args}
+    if not isinstance(merged["batch_size"], int) or merged["batch_size"] < 1:
+        raise RewardError(f"{key}.args.batch_size must be a positive integer, got {merged['batch_size']!r}")
+    if merged["aggregate"] not in AGGREGATES:
+        raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, got {merged['aggregate']!r}")
+    return merged
+
+
+def process_reward(folder: Path, args: dict, key: str = "reward[0]") -> Callable:
+    """fn(completions, samples) -> list[float | None] scoring with the PRM checkpoint in `folder`."""
+    import torch
+    from torch import nn
+
+    from aha.models import load
+    from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
+    from aha.tasks import Task, encode_prompts
+    from aha.training.checkpoint import load_weights
+    from aha.training.precision import resolve_dtype
+    from aha.training.sequences import stop_token
+
+    args = _args(args, key)
+    try:
+        dtype = resolve_dtype(args["dtype"])
+    except KeyError:
+        raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
+    about = json.loads((Path(folder) / DESCRIPTION).read_text())
+    loaded = load(str(folder))
+    head = nn.Linear(loaded.model.config.hidden_size, 1)
+    load_weights(head, folder, "reward_head")
+    tokenizer = loaded.tokenizer
+    model = ProcessRewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
+    task = Task("process_reward_model", [], [], about.get("system_prompt"), about.get("few_shot") or [])
+    stop, limit, separator = stop_token(tokenizer, loaded.model), about["max_length"], about["separator"]
+
+    def score(completions: list[str], samples: list[dict]) -> list[float | None]:
+        prompts = encode_prompts(tokenizer, task, samples)
+        rows, scores = {}, [None] * len(completions)
+        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+            pieces = completion.split(separator)
+            ids, ends = encode_steps(tokenizer, pieces, separator, stop)
+            steps = [len(prompt) + e for e, piece in zip(ends, pieces) if piece.strip()]
+            kept = [e for e in steps if e < limit]
+            if not steps:
+                scores[i] = 0.0
+            elif kept:
+                rows[i] = ((prompt + ids)[:kept[-1] + 1], kept)  # nothing after the last scored step is needed
+        order = sorted(rows, key=lambda i: len(rows[i][0]))  # batches of like lengths pad little
+        with torch.no_grad():
+            for start in range(0, len(order), args["batch_size"]):
+                batch = order[start:start + args["batch_size"]]
+                probs = torch.sigmoid(model([rows[i][0] for i in batch], [rows[i][1] for i in batch], dtype))
+                for i, p in zip(batch, probs.split([len(rows[i][1]) for i in batch])):
+                    scores[i] = aggregate(p.tolist(), args["aggregate"])
+        return scores
+
+    score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)
+    return batched(score)

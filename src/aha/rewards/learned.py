@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from aha.rewards.functions import RewardError, batched
+from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
 
 DESCRIPTION = "reward_model.json"  # written into every checkpoint of a method: rm run
 ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as trained (reward_model.json)
@@ -31,15 +32,17 @@ def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward
         folder = Path(base_dir) / folder
     if not folder.is_dir():
         raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints)")
-    if not (folder / DESCRIPTION).is_file() and (folder / "checkpoints").is_dir():
+    described = lambda f: (f / DESCRIPTION).is_file() or (f / PRM_DESCRIPTION).is_file()
+    if not described(folder) and (folder / "checkpoints").is_dir():
         from aha.training.checkpoint import list_checkpoints
 
         kept = list_checkpoints(folder / "checkpoints")
         if not kept:
             raise RewardError(f"{key}: run folder {folder} has no checkpoint yet")
         folder = kept[-1]
-    if not (folder / DESCRIPTION).is_file():
-        raise RewardError(f"{key}: {folder} holds no {DESCRIPTION}: not a reward model (train one with method: rm)")
+    if not described(folder):
+        raise RewardError(f"{key}: {folder} holds no {DESCRIPTION}: not a reward model (train one with method: rm, "
+                          f"or method: prm for a process reward model, which holds a {PRM_DESCRIPTION})")
     return folder
 
 
@@ -66,6 +69,14 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     from aha.training.precision import resolve_dtype
     from aha.training.sequences import stop_token
 
+    try:  # a process reward model scores step by step, with its own args
+        prm = resolve_checkpoint(path, base_dir, f"{key}.model")
+    except RewardError:
+        prm = None  # reported below, after the args
+    if prm is not None and (prm / PRM_DESCRIPTION).is_file():
+        from aha.rewards.process_reward import process_reward
+
+        return process_reward(prm, args, key)
     args = _args(args, key)
     folder = resolve_checkpoint(path, base_dir, f"{key}.model")
     about = json.loads((folder / DESCRIPTION).read_text())

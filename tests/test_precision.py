@@ -6,7 +6,7 @@ to bf16 precision. `auto` picks bf16 only where the CPU runs it natively."""
 import pytest
 import torch
 
-import aha.training.precision as precision
+import aha.models.compute as precision
 from aha.algorithms import masked_mean
 from aha.config import AlgorithmConfig
 from aha.models import load

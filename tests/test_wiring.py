@@ -497,7 +497,8 @@ def test_checkpoint_holds_and_restores_the_reference_weights(tiny, tmp_path, res
 
 
 def test_save_checkpoint_keeps_the_newest_ones(tiny, tmp_path):
-    from aha.training.checkpoint import list_checkpoints, save_checkpoint
+    from aha.models.checkpoints import list_checkpoints
+    from aha.training.checkpoint import save_checkpoint
 
     model = copy.deepcopy(tiny.model)
     for step in (2, 4, 6, 8, 10):

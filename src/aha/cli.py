@@ -183,8 +183,8 @@ def _eval(config, checkpoint: str | None, model: str | None, output: str | None)
     from aha.models import load
     from aha.rollout import HFEngine
     from aha.tasks import build_task
-    from aha.training.checkpoint import load_weights
-    from aha.training.precision import resolve_dtype
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import resolve_dtype
 
     task = build_task(config.task, config.base_dir)
     scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second

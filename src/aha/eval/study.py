@@ -33,7 +33,7 @@ def load_for_eval(label: str, config: Config):
     """A model name or folder, or a training checkpoint (checkpoints/step-N, itself a model
     folder); an older checkpoint without its tokenizer is config.model with its weights."""
     from aha.models import load
-    from aha.training.checkpoint import load_weights
+    from aha.models.checkpoints import load_weights
 
     folder = Path(label)
     if is_bare_checkpoint(folder):
@@ -74,7 +74,7 @@ def build_rankers(config: Config) -> dict:
 
 def _study(config: Config, models: list[str], n: int, out: Path, task, problems, scorer, rankers) -> dict:
     from aha.rollout import HFEngine
-    from aha.training.precision import resolve_dtype
+    from aha.models.compute import resolve_dtype
 
     ro = config.rollout
     max_new = config.eval.max_new_tokens or ro.max_new_tokens

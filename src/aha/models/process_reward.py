@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from aha.models.reward_model import right_pad
-from aha.training.precision import autocast
+from aha.models.compute import autocast
 
 AGGREGATES = ("min", "sum", "mean")
 

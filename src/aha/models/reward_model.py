@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from aha.training.precision import autocast
+from aha.models.compute import autocast
 
 SCORES = ("mean", "min", "mean_minus_std")
 

@@ -34,7 +34,7 @@ def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward
         raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints)")
     described = lambda f: (f / DESCRIPTION).is_file() or (f / PRM_DESCRIPTION).is_file()
     if not described(folder) and (folder / "checkpoints").is_dir():
-        from aha.training.checkpoint import list_checkpoints
+        from aha.models.checkpoints import list_checkpoints
 
         kept = list_checkpoints(folder / "checkpoints")
         if not kept:
@@ -65,9 +65,9 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     from aha.models import load
     from aha.models.reward_model import SCORES, RewardModel, ensemble_score
     from aha.tasks import Task, encode_prompts
-    from aha.training.checkpoint import load_weights
-    from aha.training.precision import resolve_dtype
-    from aha.training.sequences import stop_token
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import resolve_dtype
+    from aha.models.compute import stop_token
 
     try:  # a process reward model scores step by step, with its own args
         prm = resolve_checkpoint(path, base_dir, f"{key}.model")

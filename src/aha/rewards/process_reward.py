@@ -49,9 +49,9 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]") -> Callable
     from aha.models import load
     from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
     from aha.tasks import Task, encode_prompts
-    from aha.training.checkpoint import load_weights
-    from aha.training.precision import resolve_dtype
-    from aha.training.sequences import stop_token
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import resolve_dtype
+    from aha.models.compute import stop_token
 
     args = _args(args, key)
     try:

@@ -3,87 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
-import torch.nn.functional as F
 
-from aha.training.logprobs import positions_from_mask
-from aha.training.precision import autocast
-
-
-@dataclass
-class Rollouts:
-    """N sampled sequences. Prompts are left-padded, completions right-padded.
-
-    completion_mask covers each completion up to and including its EOS token.
-    sampling_logprobs are log pi(token | prefix) at the sampling temperature, computed by
-    the engine at sampling time; the learner uses them as the "old" policy."""
-
-    prompt_ids: torch.Tensor  # (N, P) long
-    prompt_mask: torch.Tensor  # (N, P) long
-    completion_ids: torch.Tensor  # (N, T) long
-    completion_mask: torch.Tensor  # (N, T) float
-    sampling_logprobs: torch.Tensor  # (N, T) float
-    prompt_index: torch.Tensor  # (N,) long: which input prompt each sequence answers
-    texts: list[str]
-    truncated: torch.Tensor  # (N,) bool: hit max_new_tokens without EOS
-    # (N, T) KL(uniform || p) of each next-token distribution at temperature 1, the
-    # per-token self-certainty of Kang et al. 2025; only from an engine made with
-    # self_certainty=True (evaluation), None otherwise
-    certainty: torch.Tensor | None = None
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def lengths(self) -> torch.Tensor:
-        return self.completion_mask.sum(dim=1)
-
-    def select(self, index: torch.Tensor) -> "Rollouts":
-        index = index.long()
-        return Rollouts(
-            self.prompt_ids[index], self.prompt_mask[index], self.completion_ids[index],
-            self.completion_mask[index], self.sampling_logprobs[index], self.prompt_index[index],
-            [self.texts[i] for i in index.tolist()], self.truncated[index],
-            None if self.certainty is None else self.certainty[index],
-        )
-
-
-def _left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
-        mask[i, width - len(r):] = 1
-    return ids, mask
-
-
-def _pad_to(t: torch.Tensor, width: int, value, left: bool = False) -> torch.Tensor:
-    extra = width - t.shape[1]
-    if extra == 0:
-        return t
-    return F.pad(t, (extra, 0) if left else (0, extra), value=value)
-
-
-def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
-    """Stack rollouts of different widths (prompts re-padded left, completions right)."""
-    if len(parts) == 1:
-        return parts[0]
-    P = max(p.prompt_ids.shape[1] for p in parts)
-    T = max(p.completion_ids.shape[1] for p in parts)
-    stack = lambda name, width, value, left=False: torch.cat([_pad_to(getattr(p, name), width, value, left) for p in parts])
-    return Rollouts(
-        prompt_ids=stack("prompt_ids", P, pad_id, left=True),
-        prompt_mask=stack("prompt_mask", P, 0, left=True),
-        completion_ids=stack("completion_ids", T, pad_id),
-        completion_mask=stack("completion_mask", T, 0.0),
-        sampling_logprobs=stack("sampling_logprobs", T, 0.0),
-        prompt_index=torch.cat([p.prompt_index for p in parts]),
-        texts=[t for p in parts for t in p.texts],
-        truncated=torch.cat([p.truncated for p in parts]),
-        certainty=None if any(p.certainty is None for p in parts) else stack("certainty", T, 0.0),
-    )
+from aha.models.compute import autocast, positions_from_mask
+from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
 
 class HFEngine:
@@ -132,7 +55,7 @@ class HFEngine:
         return cache
 
     def _generate_chunk(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int):
-        distinct_ids, distinct_mask = _left_pad(prompts, self.pad_id)
+        distinct_ids, distinct_mask = left_pad(prompts, self.pad_id)
         prompt_ids = distinct_ids.repeat_interleave(group_size, dim=0)
         prompt_mask = distinct_mask.repeat_interleave(group_size, dim=0)
         # top_k=0 turns off generate's default top-k of 50: sample from the full distribution

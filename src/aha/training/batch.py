@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from aha.rollout import Rollouts
-from aha.rollout.hf_engine import concat_rollouts
+from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
 ROW_FIELDS = ("rewards", "baseline", "advantages", "old_logprobs", "ref_logprobs", "old_values", "returns", "is_weights")

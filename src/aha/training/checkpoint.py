@@ -8,16 +8,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import save_model
 
+from aha.models.checkpoints import list_checkpoints, load_weights
 
-STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
 def rng_state() -> dict:
@@ -64,20 +63,6 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old)
     return final
-
-
-def list_checkpoints(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_DIR.match(p.name)) and p.is_dir()]
-    return [p for _, p in sorted(found)]
-
-
-def load_weights(model, folder: Path, name: str = "model") -> None:
-    path = Path(folder) / f"{name}.safetensors"
-    if not path.is_file():
-        raise FileNotFoundError(f"{folder} is not a checkpoint: no {name}.safetensors")
-    load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
 
 
 def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:

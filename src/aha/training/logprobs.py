@@ -8,12 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-
-
-def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:
-    """Position ids counted from each row's first real token, as `generate` numbers them
-    with left padding (padding positions get 0; they are masked out anyway)."""
-    return (attention.cumsum(dim=1) - 1).clamp(min=0)
+from aha.models.compute import positions_from_mask
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,

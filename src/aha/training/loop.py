@@ -31,10 +31,11 @@ from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
-from aha.training.checkpoint import list_checkpoints, load_checkpoint, non_finite_tensors, save_checkpoint
+from aha.models.checkpoints import list_checkpoints
+from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import METHODS
-from aha.training.precision import resolve_dtype
+from aha.models.compute import resolve_dtype
 
 log = logging.getLogger(__name__)
 

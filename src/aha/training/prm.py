@@ -25,7 +25,8 @@ from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
 from aha.training.method import Method, Setup, set_hyperparameters
-from aha.training.sequences import accumulated_step, micro_batches, read_examples, stop_token
+from aha.models.compute import stop_token
+from aha.training.sequences import accumulated_step, micro_batches, read_examples
 
 
 def read_solutions(path, separator: str) -> list[dict]:

@@ -7,9 +7,7 @@ folder is the `model:` of a reward (`reward: [{model: runs/rm}]`, rewards/learne
 from __future__ import annotations
 
 import json
-import math
 import time
-from dataclasses import dataclass
 
 import torch
 
@@ -21,7 +19,6 @@ from aha.models.reward_model import RewardModel, ensemble_score, reward_head
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.sequences import Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs

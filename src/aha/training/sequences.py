@@ -15,8 +15,8 @@ from aha.jsonl import read_jsonl
 from aha.tasks import Task, encode_prompts
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import check_prompt
+from aha.models.compute import autocast, stop_token
 from aha.training.logprobs import completion_logprobs
-from aha.training.precision import autocast
 from aha.training.update import guarded_step
 
 
@@ -58,17 +58,6 @@ def read_pairs(path, with_margin: bool) -> list[dict]:
     return rows
 
 
-@dataclass
-class Pairs:
-    rows: list[dict]
-    chosen: list[Sequence]
-    rejected: list[Sequence]
-
-    def tokens(self, index: list[int]) -> list[list[int]]:
-        """Token sequences of pairs[index]: all chosen first, then all rejected."""
-        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
-
-
 @dataclass(frozen=True)
 class Sequence:
     prompt: tuple[int, ...]
@@ -77,15 +66,6 @@ class Sequence:
 
     def __len__(self) -> int:
         return len(self.prompt) + len(self.completion)
-
-
-def stop_token(tokenizer, model) -> int:
-    """The token a completion ends with: the one the engine stops at (tokenizer EOS, else
-    the generation config's), so training on it teaches the model to stop."""
-    if tokenizer.eos_token_id is not None:
-        return tokenizer.eos_token_id
-    eos = model.generation_config.eos_token_id
-    return eos[0] if isinstance(eos, list) else eos
 
 
 def encode_sequences(tokenizer, task: Task, prompts: list, completions: list[str], stop: int, max_length: int,

@@ -16,8 +16,8 @@ from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
 from aha.training.method import Method, Setup
-from aha.training.sequences import (accumulated_step, encode_sequences, micro_batches, read_examples, stop_token,
-                                    token_logprobs)
+from aha.models.compute import stop_token
+from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, read_examples, token_logprobs
 
 
 def sft_examples(config: Config, task: Task) -> list[dict]:

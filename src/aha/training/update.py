@@ -21,7 +21,7 @@ from aha.algorithms import (
 from aha.config import AlgorithmConfig
 from aha.training.batch import Batch, group_rows
 from aha.training.logprobs import rollout_hidden, token_stats
-from aha.training.precision import autocast
+from aha.models.compute import autocast
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Compute dtype: bf16 autocast only where the CPU runs bf16 natively."""
+"""How the model is run, shared by sampling and training: the compute dtype (bf16 autocast only
+where the CPU runs bf16 natively) and position ids for padded rows."""
 
 from __future__ import annotations
 
@@ -26,3 +27,18 @@ def autocast(dtype: torch.dtype):
     if dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast("cpu", dtype=dtype)
+
+
+def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:
+    """Position ids counted from each row's first real token, as `generate` numbers them
+    with left padding (padding positions get 0; they are masked out anyway)."""
+    return (attention.cumsum(dim=1) - 1).clamp(min=0)
+
+
+def stop_token(tokenizer, model) -> int:
+    """The token a completion ends with: the one the engine stops at (tokenizer EOS, else
+    the generation config's), so training on it teaches the model to stop."""
+    if tokenizer.eos_token_id is not None:
+        return tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id
+    return eos[0] if isinstance(eos, list) else eos

@@ -14,8 +14,36 @@ ALWAYS = ["loss/total", "loss/policy", "kl/old", "entropy", "policy/clip_frac", 
           "groups/zero_variance_frac", "reward/mean", "length/mean", "grad_norm", "optimizer_steps"]
 
 
+# recipes of the other methods, on the committed synthetic data (sft_then_grpo starts from sft's checkpoint)
+METHOD_RECIPES = ["sft_arithmetic", "dpo_arithmetic", "rm_arithmetic", "prm_arithmetic"]
+
+
 def test_every_recipe_is_tested():
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(RECIPES + ["judge_monitor"])
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo"])
+
+
+SHORT = ["model=tiny", "train.steps=2", "train.checkpoint_every=0", "eval.limit=2", "task.name=arithmetic", "task.num_eval=4",
+         "rollout.max_new_tokens=4", "eval.max_new_tokens=4"]
+
+
+@pytest.mark.parametrize("name", METHOD_RECIPES)
+def test_method_recipe_runs_on_the_tiny_model(tmp_path, name):
+    config = load_config(CONFIGS / f"{name}.yaml", SHORT + [f"output_dir={tmp_path / name}"])
+    assert config.method == name.split("_")[0]
+    train(config, echo=lambda *_: None)
+    steps = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in steps if "time/step_s" in r] == [1, 2]
+    assert any(k.startswith(("eval/", "pref_eval/", "rm_eval/", "prm_eval/")) for r in steps for k in r)
+
+
+def test_sft_then_grpo_recipe_starts_from_the_sft_checkpoint(tmp_path):
+    train(load_config(CONFIGS / "sft_arithmetic.yaml", SHORT + [f"output_dir={tmp_path / 'sft'}"]), echo=lambda *_: None)
+    config = load_config(CONFIGS / "sft_then_grpo.yaml", SHORT + [f"output_dir={tmp_path / 'rl'}",
+                         f"model={tmp_path / 'sft/checkpoints/step-2'}", "rollout.prompts_per_step=2",
+                         "rollout.group_size=2", "algorithm.dynamic_sampling=false"])
+    assert load_config(CONFIGS / "sft_then_grpo.yaml").model == "runs/sft_arithmetic/checkpoints/step-17"
+    train(config, echo=lambda *_: None)
+    assert (tmp_path / "rl/checkpoints/step-2").is_dir()
 
 
 def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):

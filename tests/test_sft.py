@@ -161,3 +161,10 @@ def test_sft_on_the_arithmetic_task_trains_on_verified_worked_answers(tmp_path):
     rows = sft_examples(config, task)
     assert [r["id"] for r in rows] == [s["id"] for s in task.train]  # training problems only, none held out
     assert all(numeric_answer(r["response"], r) == 1.0 for r in rows)
+
+
+def test_a_resume_with_a_changed_learning_rate_uses_it(tmp_path):
+    train(sft_config(tmp_path, "run", "train.steps=2"), echo=lambda *_: None)
+    train(sft_config(tmp_path, "run", "train.lr=2e-3", "train.allow_config_change=true"), echo=lambda *_: None)
+    saved = torch.load(tmp_path / "run/checkpoints/step-4/trainer.pt", weights_only=False)["optimizers"]["policy"]
+    assert [g["lr"] for g in saved["param_groups"]] == [2e-3]

@@ -18,7 +18,7 @@ from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
-from aha.training.method import Method, Setup
+from aha.training.method import CursorMethod, Setup
 from aha.training.online_pairs import sampled_pairs
 from aha.training.sequences import (Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs,
                                     token_logprobs)
@@ -78,7 +78,7 @@ def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, t
     return c.beta * chosen, c.beta * rejected
 
 
-class PreferenceMethod(Method):
+class PreferenceMethod(CursorMethod):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         read = lambda path: read_pairs(resolve_path(path, config.base_dir), with_margin=False) if path else []
@@ -217,14 +217,11 @@ class PreferenceMethod(Method):
             out[f"pref_eval/accuracy/{subset}"] = float(right[rows].mean())
         return out
 
-    def state(self) -> dict:
-        return {"sampler": self.sampler.state()}
-
     def extra_state(self) -> dict | None:
         return {"reference_logps": self.reference} if self.reference is not None else None
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        self.sampler.load_state(state["sampler"])
+        super().restore(state, extra, metrics)
         self.reference = extra.get("reference_logps")
         if self.needs_reference and self.reference is None and self.ref_model is None:
             raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "

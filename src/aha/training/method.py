@@ -77,9 +77,11 @@ class Method:
 
     def apply_hyperparameters(self) -> None:
         """After a resume with train.allow_config_change: the config's optimizer settings
-        replace the ones load_state_dict brought back."""
+        replace the ones load_state_dict brought back (a method whose optimizers have settings
+        of their own, like rl's critic, overrides this)."""
         train = self.config.train
-        set_hyperparameters(self.optimizers["policy"], train.lr, train.betas, train.weight_decay)
+        for optimizer in self.optimizers.values():
+            set_hyperparameters(optimizer, train.lr, train.betas, train.weight_decay)
 
     def held_out(self, step: int) -> dict:
         """Held-out metrics of this method's own (e.g. preference accuracy on held-out pairs),
@@ -102,3 +104,16 @@ class Method:
     @property
     def config(self) -> Config:
         return self.setup.config
+
+
+class CursorMethod(Method):
+    """A method over a fixed dataset whose only changing state (besides weights and
+    optimizer) is its place in the data: `self.sampler`, a PromptSampler."""
+
+    sampler: object
+
+    def state(self) -> dict:
+        return {"sampler": self.sampler.state()}
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        self.sampler.load_state(state["sampler"])

@@ -24,7 +24,7 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
-from aha.training.method import Method, Setup, set_hyperparameters
+from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
 from aha.training.sequences import accumulated_step, micro_batches, read_examples
 
@@ -64,7 +64,7 @@ def first_error(flags: list[bool]) -> int | None:
     return next((k for k, ok in enumerate(flags) if not ok), None)
 
 
-class PRMMethod(Method):
+class PRMMethod(CursorMethod):
     generates = False  # a process reward model writes no answers: the loop's greedy evaluation does not apply
 
     @classmethod
@@ -176,16 +176,6 @@ class PRMMethod(Method):
         about = {"method": "prm", "separator": self.cfg.step_separator, "max_length": self.cfg.max_length,
                  "system_prompt": task.system_prompt, "few_shot": task.few_shot, "base_model": self.config.model}
         return {DESCRIPTION: json.dumps(about, indent=1)}
-
-    def state(self) -> dict:
-        return {"sampler": self.sampler.state()}
-
-    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        self.sampler.load_state(state["sampler"])
-
-    def apply_hyperparameters(self) -> None:
-        train = self.config.train
-        set_hyperparameters(self.optimizer, train.lr, train.betas, train.weight_decay)
 
     def postfix(self, record: dict) -> dict:
         return {"loss": f"{record['prm/loss']:.3f}", "acc": f"{record['prm/step_accuracy']:.2f}",

@@ -20,11 +20,11 @@ from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
-from aha.training.method import Method, Setup, set_hyperparameters
+from aha.training.method import CursorMethod, Setup
 from aha.training.sequences import Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs
 
 
-class RMMethod(Method):
+class RMMethod(CursorMethod):
     generates = False  # a reward model writes no answers: the loop's greedy evaluation does not apply
 
     @classmethod
@@ -148,16 +148,6 @@ class RMMethod(Method):
                  "max_length": self.cfg.max_length, "system_prompt": task.system_prompt, "few_shot": task.few_shot,
                  "base_model": self.config.model}
         return {"reward_model.json": json.dumps(about, indent=1)}
-
-    def state(self) -> dict:
-        return {"sampler": self.sampler.state()}
-
-    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        self.sampler.load_state(state["sampler"])
-
-    def apply_hyperparameters(self) -> None:
-        train = self.config.train
-        set_hyperparameters(self.optimizer, train.lr, train.betas, train.weight_decay)
 
     def postfix(self, record: dict) -> dict:
         return {"loss": f"{record['rm/loss']:.3f}", "acc": f"{record['rm/accuracy']:.2f}",

@@ -15,7 +15,7 @@ from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
 from aha.tasks.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
-from aha.training.method import Method, Setup
+from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
 from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, read_examples, token_logprobs
 
@@ -36,7 +36,7 @@ def sft_examples(config: Config, task: Task) -> list[dict]:
     return rows
 
 
-class SFTMethod(Method):
+class SFTMethod(CursorMethod):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> list[dict]:
         return sft_examples(config, task)
@@ -80,12 +80,6 @@ class SFTMethod(Method):
         examples = [{"prompt": prompt_text(self.rows[i]["prompt"]), "completion": self.rows[i]["response"],
                      "nll_per_token": loss} for i, loss in zip(order, nll)]
         return record, examples
-
-    def state(self) -> dict:
-        return {"sampler": self.sampler.state()}
-
-    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        self.sampler.load_state(state["sampler"])
 
     def postfix(self, record: dict) -> dict:
         return {"loss": f"{record['sft/loss']:.3f}", "epoch": record["sft/epoch"], "s/step": f"{record['time/step_s']:.1f}"}

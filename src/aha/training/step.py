@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import torch
 
 from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
 from aha.config import Config

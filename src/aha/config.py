@@ -204,7 +204,7 @@ class SFTConfig(Strict):
 class PreferenceConfig(Strict):
     """method: dpo. Preference optimisation on {prompt, chosen, rejected} pairs (algorithms/preference.py)."""
 
-    data: str = Field("", description="JSONL of {prompt, chosen, rejected}; with online=true, optional (the pairs come from the policy)")
+    data: str | None = Field(None, description="JSONL of {prompt, chosen, rejected}; not used with online=true (the pairs come from the policy)")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins at each held-out evaluation")
     loss: Literal["dpo", "ipo", "simpo", "orpo"] = Field(
         "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference model)")

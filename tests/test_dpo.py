@@ -187,3 +187,15 @@ def test_online_dpo_refuses_a_pair_file(tmp_path):
 
     with pytest.raises(ConfigError, match="dpo.data is not used with dpo.online=true"):
         load_config(None, ["method=dpo", "dpo.online=true", "dpo.data=x.jsonl"])
+
+
+def test_an_online_step_without_a_pair_trains_nothing_and_says_so(tmp_path):
+    # a reward that scores every sample the same: no prompt has a best and a worst
+    (tmp_path / "flat.py").write_text("def flat(completion, sample):\n    return 1.0\n")
+    train(online_config(tmp_path, "run", "train.steps=2", f"reward=[{{fn: '{tmp_path / 'flat.py'}:flat'}}]"),
+          echo=lambda *_: None)
+    records = metrics(tmp_path / "run")
+    assert [(r["online/pairs"], r["train/nothing_to_train"]) for r in records] == [(0, 1.0), (0, 1.0)]
+    a = load_file(tmp_path / "run/checkpoints/step-2/model.safetensors")
+    b = load("tiny").model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # no update

@@ -228,5 +228,7 @@ class PreferenceMethod(CursorMethod):
                              "gone: start this dpo run afresh in a new output_dir")
 
     def postfix(self, record: dict) -> dict:
+        if "pref/loss" not in record:  # online: no prompt gave a pair this step
+            return {"pairs": 0, "s/step": f"{record['time/step_s']:.1f}"}
         return {"loss": f"{record['pref/loss']:.3f}", "acc": f"{record['pref/accuracy']:.2f}",
                 "margin": f"{record['pref/margin']:.3f}", "s/step": f"{record['time/step_s']:.1f}"}

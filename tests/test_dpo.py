@@ -16,6 +16,7 @@ from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.dpo import PREFERENCE_LOSSES
 from aha.training.loop import train
+from test_training import config_with_data, metrics
 
 PAIRS = [{"prompt": f"What is {a} * {b}?", "chosen": f"{a * b}.", "rejected": f"{a * b + d} or so, I think.",
           "subset": "near" if d < 3 else "far"} for a, b, d in [(3, 4, 1), (5, 6, 7), (7, 8, 2), (2, 9, 9), (6, 6, 1), (4, 7, 8)]]
@@ -33,16 +34,7 @@ eval: {{before: false, after: false}}
 
 
 def dpo_config(tmp_path, name="run", *overrides, pairs=PAIRS):
-    data = tmp_path / "pairs.jsonl"
-    if not data.exists():
-        data.write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(DPO.format(out=tmp_path / name, data=data))
-    return load_config(path, list(overrides))
-
-
-def metrics(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return config_with_data(tmp_path, DPO, name, overrides, "pairs.jsonl", pairs)
 
 
 def sequence_logps(model, tokenizer, prompt: str, completion: str) -> tuple[float, int]:

@@ -24,6 +24,7 @@ from aha.rewards import build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
+from test_training import config_with_data, metrics
 
 STEPS_DATA = Path(__file__).parent.parent / "data/synthetic/arithmetic/steps_train.jsonl"
 
@@ -45,16 +46,7 @@ eval: {{before: false, after: false}}
 
 
 def prm_config(tmp, name="run", *overrides, rows=ROWS):
-    data = tmp / "steps.jsonl"
-    if not data.exists():
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = tmp / f"{name}.yaml"
-    path.write_text(PRM.format(out=tmp / name, data=data))
-    return load_config(path, list(overrides))
-
-
-def metrics(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return config_with_data(tmp, PRM, name, overrides, "steps.jsonl", rows)
 
 
 def quiet(*_):

@@ -21,6 +21,7 @@ from aha.rewards import RewardError, build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
+from test_training import config_with_data, metrics
 from aha.training.methods import METHODS
 
 # a signal the tiny model can learn in a few steps: chosen answers say "yes", rejected ones "no"
@@ -40,16 +41,7 @@ eval: {{before: false, after: false}}
 
 
 def rm_config(tmp, name="run", *overrides, rows=PAIRS):
-    data = tmp / "pairs.jsonl"
-    if not data.exists():
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = tmp / f"{name}.yaml"
-    path.write_text(RM.format(out=tmp / name, data=data))
-    return load_config(path, list(overrides))
-
-
-def metrics(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return config_with_data(tmp, RM, name, overrides, "pairs.jsonl", rows)
 
 
 def quiet(*_):

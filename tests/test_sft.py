@@ -13,6 +13,7 @@ from aha.models import load
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
+from test_training import config_with_data, metrics
 
 ROWS = [{"prompt": f"What is {a} * {b}?", "response": f"{a} * {b} = {a * b}."} for a, b in
         [(3, 4), (5, 6), (7, 8), (2, 9), (6, 6), (4, 7)]]
@@ -30,16 +31,7 @@ eval: {{before: false, after: false}}
 
 
 def sft_config(tmp_path, name="run", *overrides, rows=ROWS):
-    data = tmp_path / "sft.jsonl"
-    if not data.exists():
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(SFT.format(out=tmp_path / name, data=data))
-    return load_config(path, list(overrides))
-
-
-def metrics(run) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return config_with_data(tmp_path, SFT, name, overrides, "sft.jsonl", rows)
 
 
 def response_nll(model, tokenizer, rows) -> float:

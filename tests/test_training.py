@@ -32,6 +32,17 @@ def tiny_config(tmp_path, name="run", *overrides):
     return load_config(path, list(overrides))
 
 
+def config_with_data(tmp_path, template: str, name: str, overrides, data_file: str, rows: list[dict]):
+    """A config from template ({out}, {data}) for run `name`; rows go once to tmp_path/data_file
+    as JSONL, shared by every run of the test."""
+    data = tmp_path / data_file
+    if not data.exists():
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(template.format(out=tmp_path / name, data=data))
+    return load_config(path, list(overrides))
+
+
 def metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 

@@ -19,6 +19,7 @@ from typing import Callable
 
 from aha.rewards.functions import RewardError, batched
 from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
+from aha.rewards.process_reward import model_reward_args
 
 DESCRIPTION = "reward_model.json"  # written into every checkpoint of a method: rm run
 ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as trained (reward_model.json)
@@ -46,16 +47,6 @@ def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward
     return folder
 
 
-def _args(args: dict, key: str) -> dict:
-    unknown = sorted(set(args) - set(ARGS))
-    if unknown:
-        raise RewardError(f"{key}.args: a reward model takes {', '.join(ARGS)}; unknown: {', '.join(unknown)}")
-    merged = {**ARGS, **args}
-    if not isinstance(merged["batch_size"], int) or merged["batch_size"] < 1:
-        raise RewardError(f"{key}.args.batch_size must be a positive integer, got {merged['batch_size']!r}")
-    return merged
-
-
 def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str | Path = ".") -> Callable:
     """fn(completions, samples) -> list[float | None] scoring with the reward model at
     `path`; None (the sample fails) where the prompt alone fills the model's max_length."""
@@ -77,7 +68,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
         from aha.rewards.process_reward import process_reward
 
         return process_reward(prm, args, key)
-    args = _args(args, key)
+    args = model_reward_args(args, ARGS, key, "a reward model")
     folder = resolve_checkpoint(path, base_dir, f"{key}.model")
     about = json.loads((folder / DESCRIPTION).read_text())
     how, k = args["score"] or about["score"], args["k"] if args["k"] is not None else about["k"]

@@ -27,15 +27,22 @@ DESCRIPTION = "process_reward_model.json"  # training/prm.py writes it into ever
 ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min"}
 
 
+def model_reward_args(args: dict, defaults: dict, key: str, what: str) -> dict:
+    """A model reward's `args` over its defaults; an unknown key or a batch size that is not a
+    positive integer is an error naming the config key. Shared by rm and prm rewards."""
+    unknown = sorted(set(args) - set(defaults))
+    if unknown:
+        raise RewardError(f"{key}.args: {what} takes {', '.join(defaults)}; unknown: {', '.join(unknown)}")
+    merged = {**defaults, **args}
+    if not isinstance(merged["batch_size"], int) or merged["batch_size"] < 1:
+        raise RewardError(f"{key}.args.batch_size must be a positive integer, got {merged['batch_size']!r}")
+    return merged
+
+
 def _args(args: dict, key: str) -> dict:
     from aha.models.process_reward import AGGREGATES
 
-    unknown = sorted(set(args) - set(ARGS))
-    if unknown:
-        raise RewardError(f"{key}.args: a process reward model takes {', '.join(ARGS)}; unknown: {', '.join(unknown)}")
-    merged = {**ARGS, **args}
-    if not isinstance(merged["batch_size"], int) or merged["batch_size"] < 1:
-        raise RewardError(f"{key}.args.batch_size must be a positive integer, got {merged['batch_size']!r}")
+    merged = model_reward_args(args, ARGS, key, "a process reward model")
     if merged["aggregate"] not in AGGREGATES:
         raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, got {merged['aggregate']!r}")
     return merged

@@ -48,6 +48,7 @@ class SFTMethod(CursorMethod):
         self.rows = rows
         self.sequences = encode_sequences(tokenizer, setup.task, [r["prompt"] for r in rows], [r["response"] for r in rows],
                                           stop_token(tokenizer, setup.model), config.sft.max_length, [r["where"] for r in rows])
+        self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
         train = config.train
         self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
@@ -60,8 +61,7 @@ class SFTMethod(CursorMethod):
         picked = self.sampler.next(config.sft.batch_size)
         seqs = self.sequences
         tokens = sum(len(seqs[i].completion) for i in picked)  # the loss is a mean over the batch's response tokens
-        lengths = [len(s) for s in seqs]
-        groups = micro_batches(picked, lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
+        groups = micro_batches(picked, self.lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
         nll = []
 
         def part(group):

@@ -13,22 +13,40 @@ REQUIRED = ("prompt", "answer")
 ANSWER_OR = "tests"  # a code task's reference is its tests
 
 
-def load_jsonl(path: Path) -> list[dict]:
+def read_prompt_rows(path: Path, missing, file_label: str, row_label: str) -> list[tuple[str, dict]]:
+    """(file:line, row) for each line of a JSONL file of rows that hold a prompt: the file must
+    exist and hold rows, each a JSON object whose fields `missing(row)` finds complete (it
+    returns what is absent, as text, or None) and whose prompt is a prompt. Each problem is a
+    TaskError naming the file and line. Task files and training data (sft, pairs) share it."""
     if not path.is_file():
-        raise TaskError(f"task data file not found: {path}")
-    samples = []
-    for lineno, sample in read_jsonl(path, TaskError):
-        if not isinstance(sample, dict):
-            raise TaskError(f"{path}:{lineno}: each line must be a JSON object, got {type(sample).__name__}")
-        missing = [k for k in REQUIRED if k not in sample and not (k == "answer" and ANSWER_OR in sample)]
-        if missing:
-            raise TaskError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}"
-                            + (" (or tests, for a code task)" if "answer" in missing else ""))
-        problem = check_prompt(sample["prompt"], f"{path}:{lineno}")
+        raise TaskError(f"{file_label} file not found: {path}")
+    rows = []
+    for lineno, row in read_jsonl(path, TaskError):
+        where = f"{path}:{lineno}"
+        if not isinstance(row, dict):
+            raise TaskError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
+        absent = missing(row)
+        if absent:
+            raise TaskError(f"{where}: missing field(s) {absent}")
+        problem = check_prompt(row["prompt"], where)
         if problem:
             raise TaskError(problem)
-        sample.setdefault("id", f"{path.name}:{lineno}")
+        rows.append((where, row))
+    if not rows:
+        raise TaskError(f"{path}: no {row_label} (empty file)")
+    return rows
+
+
+def _missing_task_fields(sample: dict) -> str | None:
+    absent = [k for k in REQUIRED if k not in sample and not (k == "answer" and ANSWER_OR in sample)]
+    if not absent:
+        return None
+    return ", ".join(absent) + (" (or tests, for a code task)" if "answer" in absent else "")
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    samples = []
+    for where, sample in read_prompt_rows(path, _missing_task_fields, "task data", "samples"):
+        sample.setdefault("id", f"{path.name}:{where.rsplit(':', 1)[1]}")
         samples.append(sample)
-    if not samples:
-        raise TaskError(f"{path}: no samples (empty file)")
     return samples

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import torch
 
-from aha.jsonl import read_jsonl
 from aha.tasks import Task, encode_prompts
 from aha.tasks.errors import TaskError
-from aha.tasks.prompts import check_prompt
+from aha.tasks.jsonl import read_prompt_rows
 from aha.models.compute import autocast, stop_token
 from aha.training.logprobs import completion_logprobs
 from aha.training.update import guarded_step
@@ -23,25 +22,13 @@ from aha.training.update import guarded_step
 def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
     """JSONL rows holding a prompt and the string fields named, each with `where` = file:line
     for error messages; a bad row is an error naming its file and line."""
-    if not path.is_file():
-        raise TaskError(f"data file not found: {path}")
+    absent = lambda row: ", ".join(k for k in ("prompt", *fields) if k not in row) or None
     rows = []
-    for lineno, row in read_jsonl(path, TaskError):
-        where = f"{path}:{lineno}"
-        if not isinstance(row, dict):
-            raise TaskError(f"{where}: each line must be a JSON object, got {type(row).__name__}")
-        missing = [k for k in ("prompt", *fields) if k not in row]
-        if missing:
-            raise TaskError(f"{where}: missing field(s) {', '.join(missing)}")
-        problem = check_prompt(row["prompt"], where)
-        if problem:
-            raise TaskError(problem)
+    for where, row in read_prompt_rows(path, absent, "data", "examples"):
         for key in fields:
             if not isinstance(row[key], str) or not row[key].strip():
                 raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
         rows.append({**row, "where": where})
-    if not rows:
-        raise TaskError(f"{path}: no examples (empty file)")
     return rows
 
 

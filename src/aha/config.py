@@ -206,8 +206,8 @@ class PreferenceConfig(Strict):
 
     data: str | None = Field(None, description="JSONL of {prompt, chosen, rejected}; not used with online=true (the pairs come from the policy)")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins at each held-out evaluation")
-    loss: Literal["dpo", "ipo", "simpo", "orpo"] = Field(
-        "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference model)")
+    loss: Literal["dpo", "ipo", "simpo", "orpo", "kto"] = Field(
+        "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference model); kto learns from single completions labelled desirable or not: data rows {prompt, completion, label} or pairs (chosen: desirable, rejected: undesirable)")
     beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward (simpo: 2.0 in the paper)")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO / robust DPO: the share of pairs assumed flipped")
     simpo_gamma: float = Field(0.5, ge=0, description="simpo: the target reward margin gamma")
@@ -216,6 +216,8 @@ class PreferenceConfig(Strict):
     nll_coef: float = Field(0.0, ge=0, description="RPO (Pang et al. 2024): add nll_coef * the chosen completion's per-token NLL to each pair's loss, so the chosen answers' likelihood is held up while the margin grows (TRL's rpo_alpha; the paper uses 1.0); orpo has this term already")
     online: bool = Field(False, description="online DPO: each step samples dpo.online_samples completions per training prompt of the task from the current policy (rollout.temperature, max_new_tokens), ranks them by the run's reward and trains on best vs worst; prompts whose samples all score the same give no pair")
     online_samples: int = Field(4, ge=2, description="online: completions sampled per prompt")
+    kto_desirable_weight: float = Field(1.0, gt=0, description="kto: lambda_D, the weight of a desirable completion's loss (the paper keeps lambda_D * n_D / (lambda_U * n_U) within [1, 4/3])")
+    kto_undesirable_weight: float = Field(1.0, gt=0, description="kto: lambda_U, the weight of an undesirable completion's loss")
 
 
 class RewardModelConfig(Strict):
@@ -297,6 +299,8 @@ class Config(Strict):
             problems.append("method=dpo needs dpo.data (a JSONL file of {prompt, chosen, rejected}) or dpo.online=true")
         if self.method == "dpo" and self.dpo.loss == "orpo" and self.dpo.nll_coef:
             problems.append("dpo.nll_coef adds an NLL term that dpo.loss=orpo already has: set one of them")
+        if self.method == "dpo" and self.dpo.loss == "kto" and (self.dpo.online or self.dpo.nll_coef):
+            problems.append("dpo.loss=kto trains offline on labelled completions: dpo.online and dpo.nll_coef are for the pair losses")
         if self.method == "dpo" and self.dpo.data and self.dpo.online:
             problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
         if self.method == "rm" and not self.rm.data:

@@ -78,6 +78,21 @@ def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, t
     return c.beta * chosen, c.beta * rejected
 
 
+def pair_accuracy(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor, chosen_logps: torch.Tensor,
+                  rejected_logps: torch.Tensor, rows: list[dict]) -> dict:
+    """Held-out pair metrics from each pair's implicit rewards and the policy's summed
+    log-probs: the share ranked right (overall and per `subset` of the rows), the mean margin,
+    and the share whose chosen completion the policy itself finds likelier (meaningful from
+    step 0 on, where every implicit margin is a tie, and a tie counts as wrong)."""
+    right = (chosen_rewards > rejected_rewards).float()
+    out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_rewards - rejected_rewards).mean()),
+           "pref_eval/likelier_chosen": float((chosen_logps > rejected_logps).float().mean())}
+    for subset in sorted({str(r["subset"]) for r in rows if "subset" in r}):
+        members = torch.tensor([str(r.get("subset")) == subset for r in rows])
+        out[f"pref_eval/accuracy/{subset}"] = float(right[members].mean())
+    return out
+
+
 class PreferenceMethod(CursorMethod):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
@@ -206,16 +221,7 @@ class PreferenceMethod(CursorMethod):
         tokens = lambda seqs: torch.tensor([float(len(s.completion)) for s in seqs])
         p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval", index)
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
-        right = (chosen_r > rejected_r).float()  # a tie (every pair before the first update) counts as wrong
-        # and, meaningful from step 0 on: does the policy itself find the chosen completion likelier?
-        likelier = (p.chosen > p.rejected).float()
-        out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_r - rejected_r).mean()),
-               "pref_eval/likelier_chosen": float(likelier.mean())}
-        subsets = sorted({str(r["subset"]) for r in pairs.rows if "subset" in r})
-        for subset in subsets:
-            rows = torch.tensor([r.get("subset") == subset for r in pairs.rows])
-            out[f"pref_eval/accuracy/{subset}"] = float(right[rows].mean())
-        return out
+        return pair_accuracy(chosen_r, rejected_r, p.chosen, p.rejected, pairs.rows)
 
     def extra_state(self) -> dict | None:
         return {"reference_logps": self.reference} if self.reference is not None else None

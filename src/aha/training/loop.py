@@ -34,7 +34,7 @@ from aha.tracking.sinks import open_sinks
 from aha.models.checkpoints import list_checkpoints
 from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
-from aha.training.methods import METHODS
+from aha.training.methods import method_for
 from aha.models.compute import resolve_dtype
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def train(config: Config, echo=print) -> TrainSummary:
 
 def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
     seed_everything(config.seed)
-    method_class = METHODS[config.method]
+    method_class = method_for(config)
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
     reward = build_reward(config.reward, config.base_dir)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from aha.config import Config
 from aha.training.dpo import PreferenceMethod
+from aha.training.kto import KTOMethod
 from aha.training.prm import PRMMethod
 from aha.training.reward_model import RMMethod
 from aha.training.rl import RLMethod
@@ -10,3 +12,11 @@ from aha.training.sft import SFTMethod
 
 # config.method's allowed values are these keys (a test checks the config's Literal agrees)
 METHODS = {"rl": RLMethod, "sft": SFTMethod, "dpo": PreferenceMethod, "rm": RMMethod, "prm": PRMMethod}
+
+
+def method_for(config: Config):
+    """The Method a config trains with: its `method`, except that dpo.loss=kto, which learns
+    from single labelled completions rather than pairs, has a step of its own."""
+    if config.method == "dpo" and config.dpo.loss == "kto":
+        return KTOMethod
+    return METHODS[config.method]

@@ -25,11 +25,21 @@ def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
     absent = lambda row: ", ".join(k for k in ("prompt", *fields) if k not in row) or None
     rows = []
     for where, row in read_prompt_rows(path, absent, "data", "examples"):
-        for key in fields:
-            if not isinstance(row[key], str) or not row[key].strip():
-                raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
+        check_texts(row, fields, where)
         rows.append({**row, "where": where})
     return rows
+
+
+def check_texts(row: dict, fields: tuple[str, ...], where: str) -> None:
+    for key in fields:
+        if not isinstance(row[key], str) or not row[key].strip():
+            raise TaskError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
+
+
+def check_pair(row: dict, where: str) -> None:
+    """A pair's two completions must differ: there is nothing to learn from a tie."""
+    if row["chosen"] == row["rejected"]:
+        raise TaskError(f"{where}: chosen and rejected are the same completion")
 
 
 def read_pairs(path, with_margin: bool) -> list[dict]:
@@ -37,8 +47,7 @@ def read_pairs(path, with_margin: bool) -> list[dict]:
     (nothing to learn from a tie), and with rm.margin=data each pair needs a numeric margin."""
     rows = read_examples(path, ("chosen", "rejected"))
     for row in rows:
-        if row["chosen"] == row["rejected"]:
-            raise TaskError(f"{row['where']}: chosen and rejected are the same completion")
+        check_pair(row, row["where"])
         margin = row.get("margin")
         if with_margin and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin)):
             raise TaskError(f"{row['where']}: rm.margin=data needs a finite number in the field margin, got {margin!r}")

@@ -1,0 +1,224 @@
+"""method: dpo with dpo.loss=kto. KTO (Ethayarajh et al. 2024) learns from single completions
+labelled desirable or undesirable, so it needs no pairs: a file of {prompt, completion,
+label} will do, and a file of pairs gives each pair's chosen completion as desirable and its
+rejected one as undesirable (as TRL's unpair_preference_dataset does).
+
+Each completion's implicit reward r = log pi(y|x) - log ref(y|x) is compared with a reference
+point z0, the policy's KL to the reference, estimated each step on mismatched sequences (each
+prompt of the step with another prompt's completion, as TRL does) without gradient. The
+reference log-probs of every sequence, mismatched ones included, are computed once, before
+the first update, and kept in the checkpoints, as for DPO."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from aha.algorithms import kto_loss, kto_reference_point
+from aha.config import Config
+from aha.rewards import CompositeReward
+from aha.tasks import PromptSampler, Task
+from aha.tasks.base import resolve_path
+from aha.tasks.errors import TaskError
+from aha.tasks.jsonl import read_prompt_rows
+from aha.tasks.prompts import prompt_text
+from aha.models.compute import stop_token
+from aha.training.method import CursorMethod, Setup
+from aha.training.dpo import pair_accuracy
+from aha.training.sequences import (Sequence, accumulated_step, check_pair, check_texts, encode_sequences,
+                                    micro_batches, token_logprobs)
+
+
+def _missing(row: dict) -> str | None:
+    if "completion" in row or "label" in row:
+        if "chosen" in row or "rejected" in row:
+            return "none: a row holds either completion + label or chosen + rejected, not both"
+        return ", ".join(k for k in ("completion", "label") if k not in row) or None
+    return ", ".join(k for k in ("chosen", "rejected") if k not in row) or None
+
+
+def read_labelled(path: Path) -> list[dict]:
+    """Rows {prompt, completion, label (true: desirable)} or {prompt, chosen, rejected}, in
+    any mix, each checked with file:line errors. Returns one row per completion: prompt,
+    completion, desirable, where, subset (if given) and pair (the index shared by the two
+    completions of one pair, else None)."""
+    out, pairs = [], 0
+    for where, row in read_prompt_rows(path, _missing, "data", "examples"):
+        common = {"prompt": row["prompt"], "where": where, **({"subset": str(row["subset"])} if "subset" in row else {})}
+        if "completion" in row:
+            check_texts(row, ("completion",), where)
+            if not isinstance(row["label"], bool):
+                raise TaskError(f"{where}: label must be true (desirable) or false (undesirable), got {row['label']!r}")
+            out.append({**common, "completion": row["completion"], "desirable": row["label"], "pair": None})
+            continue
+        check_texts(row, ("chosen", "rejected"), where)
+        check_pair(row, where)
+        out.append({**common, "completion": row["chosen"], "desirable": True, "pair": pairs})
+        out.append({**common, "completion": row["rejected"], "desirable": False, "pair": pairs})
+        pairs += 1
+    return out
+
+
+def mismatched_partners(rows: list[dict], path: str) -> list[int]:
+    """For each row, the next row (cyclically) whose prompt differs: its completion after this
+    row's prompt is the mismatched sequence KTO's reference point is estimated on."""
+    keys = [json.dumps(r["prompt"], sort_keys=True) for r in rows]
+    partners = []
+    for i, key in enumerate(keys):
+        j = next((j % len(keys) for j in range(i + 1, i + len(keys)) if keys[j % len(keys)] != key), None)
+        if j is None:
+            raise TaskError(f"{path}: dpo.loss=kto needs completions of at least two different prompts (its "
+                            "reference point pairs each prompt with another prompt's completion)")
+        partners.append(j)
+    return partners
+
+
+@dataclass
+class Labelled:
+    """Labelled completions: the rows as read, each row's sequence, which are desirable, and
+    (training only) each row's prompt followed by another prompt's completion."""
+
+    rows: list[dict]
+    sequences: list[Sequence]
+    desirable: torch.Tensor  # (N,) bool
+    mismatched: list[Sequence]
+
+
+def encode_labelled(setup: Setup, rows: list[dict], max_length: int, path: str, with_mismatched: bool) -> Labelled:
+    s = setup
+    sequences = encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r["completion"] for r in rows],
+                                 stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows])
+    mismatched = []
+    if with_mismatched:
+        for seq, j in zip(sequences, mismatched_partners(rows, path)):
+            room = max_length - len(seq.prompt)
+            completion = sequences[j].completion
+            mismatched.append(Sequence(seq.prompt, completion[:room], sequences[j].truncated or len(completion) > room))
+    return Labelled(rows, sequences, torch.tensor([r["desirable"] for r in rows]), mismatched)
+
+
+class KTOMethod(CursorMethod):
+    @classmethod
+    def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
+        paths = {"train": config.dpo.data, "eval": config.dpo.eval_data}
+        return {split: (str(path), read_labelled(resolve_path(path, config.base_dir)) if path else [])
+                for split, path in paths.items()}
+
+    def __init__(self, setup: Setup, data: dict):
+        self.setup = setup
+        config = setup.config
+        self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
+        self.data = {split: encode_labelled(setup, rows, self.cfg.max_length, path, with_mismatched=split == "train")
+                     for split, (path, rows) in data.items()}
+        self.reference: dict[str, torch.Tensor] | None = None  # train / train_mismatched / eval -> (N,)
+        self.sampler = PromptSampler(list(range(len(self.data["train"].rows))), config.seed)
+        train = config.train
+        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+                                           weight_decay=train.weight_decay)
+        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+
+    def _groups(self, sequences: list[Sequence], index: list[int]) -> list[list[int]]:
+        lengths = [len(s) for s in sequences]
+        return micro_batches(index, lengths, self.config.train.micro_batch_size, by_length=True)
+
+    def _logps(self, sequences: list[Sequence]) -> torch.Tensor:
+        """The policy's summed log-prob of each sequence's completion (with gradient)."""
+        logprobs, mask = token_logprobs(self.setup.model, sequences, self.pad_id, self.setup.dtype)
+        return (logprobs * mask).sum(dim=1)
+
+    @torch.no_grad()
+    def _sequence_logps(self, sequences: list[Sequence], index: list[int], label: str) -> torch.Tensor:
+        out = torch.zeros(len(index))
+        place = {i: k for k, i in enumerate(index)}
+        self.setup.model.eval()
+        groups = self._groups(sequences, index)
+        for group in tqdm(groups, desc=f"log-probs ({label})", unit="batch", leave=False, disable=len(groups) < 4):
+            out[[place[i] for i in group]] = self._logps([sequences[i] for i in group]).float()
+        return out
+
+    def _reference_logps(self) -> dict[str, torch.Tensor]:
+        """Every sequence's log-prob under the weights the run starts from, computed before
+        any update, then kept (and checkpointed)."""
+        if self.reference is None:
+            self.reference = {}
+            for split, data in self.data.items():
+                everything = list(range(len(data.rows)))
+                self.reference[split] = self._sequence_logps(data.sequences, everything, f"reference, {split}")
+                if data.mismatched:
+                    self.reference[f"{split}_mismatched"] = self._sequence_logps(
+                        data.mismatched, everything, f"reference, {split} mismatched")
+        return self.reference
+
+    def step(self, step: int) -> tuple[dict, list[dict]]:
+        t0 = time.time()
+        reference, train = self._reference_logps(), self.data["train"]
+        picked = self.sampler.next(self.cfg.batch_size)
+        # z0: the policy's KL to the reference on this step's mismatched sequences, no gradient
+        z0 = kto_reference_point(self._sequence_logps(train.mismatched, picked, "mismatched"),
+                                 reference["train_mismatched"][picked])
+        seen = []
+
+        def part(group):
+            def loss():
+                logps = self._logps([train.sequences[i] for i in group])
+                seen.append((group, logps.detach().float()))
+                losses = kto_loss(logps.float(), reference["train"][group], train.desirable[group], z0, self.cfg.beta,
+                                  self.cfg.kto_desirable_weight, self.cfg.kto_undesirable_weight)
+                return losses.sum() / len(picked)
+            return loss
+
+        update = accumulated_step(self.setup.model, self.optimizer,
+                                  [part(g) for g in self._groups(train.sequences, picked)], self.config.train.max_grad_norm)
+        order = [i for group, _ in seen for i in group]
+        logps = torch.cat([lp for _, lp in seen])
+        rewards = self.cfg.beta * (logps - reference["train"][order])
+        liked = train.desirable[order]
+        mean = lambda x: float(x.mean()) if len(x) else 0.0
+        record = {"step": step, "kto/loss": update.pop("loss/total"), **update, "kto/z0": float(z0),
+                  "kto/reward_desirable": mean(rewards[liked]), "kto/reward_undesirable": mean(rewards[~liked]),
+                  "logps/desirable": mean(logps[liked]), "logps/undesirable": mean(logps[~liked]),
+                  "kto/desirable_share": float(liked.float().mean()),
+                  "kto/truncated": sum(train.sequences[i].truncated for i in picked), "kto/epoch": self.sampler.epoch,
+                  "train/nothing_to_train": 0.0, "time/step_s": time.time() - t0}
+        examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "completion": train.rows[i]["completion"],
+                     "desirable": bool(d), "reward": float(r)} for i, d, r in zip(order, liked, rewards)]
+        return record, examples
+
+    def held_out(self, step: int) -> dict:
+        """On dpo.eval_data: the mean implicit reward beta * log(pi / ref) of desirable and of
+        undesirable completions; for completions that came as pairs, preference accuracy
+        (overall and per subset) and how often the policy finds the chosen one likelier."""
+        data = self.data["eval"]
+        if not data.rows:
+            return {}
+        reference = self._reference_logps()["eval"]
+        everything = list(range(len(data.rows)))
+        logps = reference if step == 0 else self._sequence_logps(data.sequences, everything, "held-out")
+        rewards = self.cfg.beta * (logps - reference)
+        out = {"kto_eval/reward_desirable": float(rewards[data.desirable].mean()) if data.desirable.any() else 0.0,
+               "kto_eval/reward_undesirable": float(rewards[~data.desirable].mean()) if (~data.desirable).any() else 0.0}
+        chosen = {r["pair"]: i for i, r in enumerate(data.rows) if r["pair"] is not None and r["desirable"]}
+        rejected = {r["pair"]: i for i, r in enumerate(data.rows) if r["pair"] is not None and not r["desirable"]}
+        if chosen:
+            c, r = [chosen[k] for k in sorted(chosen)], [rejected[k] for k in sorted(chosen)]
+            out.update(pair_accuracy(rewards[c], rewards[r], logps[c], logps[r], [data.rows[i] for i in c]))
+        return out
+
+    def extra_state(self) -> dict | None:
+        return {"reference_logps": self.reference} if self.reference is not None else None
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        super().restore(state, extra, metrics)
+        self.reference = extra.get("reference_logps")
+        if self.reference is None:
+            raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
+                             "gone: start this kto run afresh in a new output_dir")
+
+    def postfix(self, record: dict) -> dict:
+        return {"loss": f"{record['kto/loss']:.3f}", "z0": f"{record['kto/z0']:.3f}",
+                "s/step": f"{record['time/step_s']:.1f}"}

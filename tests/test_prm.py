@@ -192,6 +192,46 @@ def test_min_sum_and_mean_aggregate_the_step_probabilities(prm_run, tmp_path, mo
         assert reward.score(completions[:2], samples[:2]).total.tolist() == pytest.approx(values, rel=1e-6)
 
 
+def test_dense_gives_each_step_its_probability_where_the_step_ends(prm_run, tmp_path, monkeypatch):
+    samples = [{"id": "a", "prompt": "Count."}] * 3
+    completions = ["a1\nb9\n\nc5\n", "x3", "\n \n"]
+    tokenizer = tiny_tokenizer()
+
+    def by_last_digit(self, sequences, ends, dtype=torch.float32):
+        return torch.tensor([float(tokenizer.decode([seq[e - 1]])) - 5 for seq, row in zip(sequences, ends) for e in row])
+
+    monkeypatch.setattr(ProcessRewardModel, "forward", by_last_digit)
+    sig = lambda x: 1 / (1 + math.exp(-x))
+    spec = lambda how, **more: RewardSpec(model=str(prm_run), name="prm", args={"aggregate": how}, **more)
+    dense = build_reward([spec("dense", weight=2.0)]).score(completions, samples)
+    summed = build_reward([spec("sum", weight=2.0)]).score(completions, samples)
+    # each step ends after its separator: "a1\n" (3), "a1\nb9\n" (6), then "\nc5\n" ends at 10
+    assert [e for e, _ in dense.steps[0]] == [3, 6, 10] and dense.steps[2] == []
+    assert [v for _, v in dense.steps[0]] == pytest.approx([2 * sig(-4), 2 * sig(4), 2 * sig(0)], rel=1e-6)
+    assert dense.steps[1] == [(2, pytest.approx(2 * sig(-2), rel=1e-6))]
+    assert dense.total.tolist() == pytest.approx(summed.total.tolist(), rel=1e-6)  # the number is the sum form
+    # a gate scales the steps with the total; a clip that bites turns the steps into an outcome
+    (tmp_path / "gate.py").write_text("def gate(completion, sample):\n    return float(completion != 'x3')\n")
+    gated = build_reward([spec("dense"), RewardSpec(fn=f"{tmp_path / 'gate.py'}:gate", combine="gate")])
+    result = gated.score(completions, samples)
+    assert result.steps[1] == [(2, 0.0)] and result.total[1] == 0.0
+    clipped = build_reward([spec("dense", clip_max=1.0)]).score(completions, samples)
+    assert clipped.steps[0] == [] and clipped.total[0] == pytest.approx(1.0)
+    assert clipped.steps[1] == [(2, pytest.approx(sig(-2), rel=1e-6))]  # under the clip: kept
+
+
+def test_dense_prm_rewards_train_a_token_level_estimator(prm_run, tmp_path):
+    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=2", "rollout.prompts_per_step=2",
+                            "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.before=false", "eval.after=false",
+                            "train.report=false", "task.name=arithmetic", "task.a_max=20", "task.num_eval=4",
+                            "algorithm.dynamic_sampling=false", "algorithm.advantage=reinforce_pp",
+                            f"reward=[{{model: {prm_run}, args: {{aggregate: dense}}, name: prm}}]"])
+    train(rl, echo=quiet)
+    records = metrics(tmp_path / "rl")
+    assert [r["step"] for r in records] == [1, 2] and all(r["reward/failed"] == 0 for r in records)
+    assert all(r["advantage/abs_mean"] > 0 for r in records)
+
+
 def test_a_prm_is_the_reward_of_an_rl_run(prm_run, tmp_path):
     # the reward's score of a training solution is its min step probability from a plain forward
     row = ROWS[3]

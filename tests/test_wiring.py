@@ -836,3 +836,46 @@ def test_an_override_value_may_contain_equals_signs():
     assert config.task.system_prompt == "x = y == z" and config.task.template == "{a}={op}{b}?"
     with pytest.raises(ConfigError, match="not of the form key=value"):
         apply_override({}, "train.steps")
+
+
+def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_token():
+    # a process reward model's dense form: with reinforce_pp (no group baseline) the advantage
+    # at t is the discounted sum of the per-token rewards from t on, whitened over the batch
+    from aha.training.estimate import estimate_advantages
+
+    lengths, rewards, gamma = [4, 2, 5, 3], [1.5, 0.0, 0.5, 2.0], 0.7
+    mask = lengths_mask(lengths, 5)
+    steps = torch.zeros(4, 5)
+    steps[0, 1], steps[0, 3], steps[2, 0], steps[2, 2], steps[3, 4] = 0.4, 0.6, 0.3, 0.1, 9.0  # [3, 4] is padding
+    batch = Batch(mask_rollouts(mask), torch.tensor(rewards), step_rewards=steps)
+    algo = AlgorithmConfig(advantage="reinforce_pp", gamma=gamma, group_baseline=False, whiten_advantages=False)
+    estimate_advantages(batch, algo, 2)
+    token = [[0.0, 0.4, 0.0, 0.6 + (1.5 - 1.0), 0.0],  # 1.5 - (0.4 + 0.6) remains for the last token
+             [0.0, 0.0 + 0.0, 0, 0, 0],
+             [0.3, 0.0, 0.1, 0.0, 0.5 - 0.4],
+             [0.0, 0.0, 2.0, 0.0, 0.0]]  # a step reward on padding is not paid
+    returns = [[sum(gamma ** (k - t) * token[i][k] for k in range(t, L)) if t < L else 0.0 for t in range(5)]
+               for i, L in enumerate(lengths)]
+    expected = torch.tensor(whiten(returns, mask.tolist()), dtype=torch.float32)
+    torch.testing.assert_close(batch.advantages, expected, atol=1e-5, rtol=1e-5)
+    # a sequence-level estimator sees only the sums: the same advantages as without steps
+    dense, plain = Batch(mask_rollouts(mask), torch.tensor(rewards), step_rewards=steps), Batch(mask_rollouts(mask), torch.tensor(rewards))
+    for b in (dense, plain):
+        estimate_advantages(b, AlgorithmConfig(advantage="grpo"), 2)
+    torch.testing.assert_close(dense.advantages, plain.advantages, atol=1e-6, rtol=1e-6)
+
+
+def test_a_step_reward_lands_on_the_token_that_closes_its_step():
+    from aha.models.tiny import tiny_tokenizer
+    from aha.training.collect import step_token_rewards
+
+    tok = tiny_tokenizer()  # one token per character
+    texts = ["ab\ncd\nef", "x\ny"]
+    ids = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in texts]
+    mask = lengths_mask([len(i) for i in ids], max(len(i) for i in ids))
+    rollouts = mask_rollouts(mask)
+    rollouts.completion_ids = torch.tensor([i + [tok.pad_token_id] * (mask.shape[1] - len(i)) for i in ids])
+    # steps end after "ab\n" (3 chars), "ab\ncd\n" (6) and at the end (8); "x\n" (2) twice adds up
+    out = step_token_rewards([[(3, 0.5), (6, 0.25), (8, 1.0)], [(2, 0.1), (2, 0.2)]], rollouts, tok)
+    assert out[0].tolist() == pytest.approx([0, 0, 0.5, 0, 0, 0.25, 0, 1.0, 0])
+    assert out[1].tolist() == pytest.approx([0, 0.3, 0, 0, 0, 0, 0, 0, 0])

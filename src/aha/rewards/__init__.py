@@ -5,7 +5,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 
 from aha.rewards.code import SandboxError, SandboxLimits, code_tests, run_python
 from aha.rewards.compose import Component, CompositeReward, RewardFailureError, RewardResult, build_reward
-from aha.rewards.functions import RewardError, batched, resolve_function
+from aha.rewards.functions import RewardError, StepScores, batched, resolve_function
 from aha.rewards.pool import WorkerPool
 from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.reference import bleu, chrf, rouge_l
@@ -32,6 +32,7 @@ __all__ = [
     "RewardError",
     "RewardFailureError",
     "RewardResult",
+    "StepScores",
     "build_reward",
     "resolve_function",
     "extract_answer",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from aha.config import RewardSpec
-from aha.rewards.functions import RewardError, bind_args, resolve_function
+from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
 from aha.rewards.pool import Outcome, WorkerPool
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,10 @@ class RewardResult:
     components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
     failed: torch.Tensor  # (N,) bool: some component raised or gave NaN/inf on this sample
     failures: dict[str, int] = field(default_factory=dict)  # component name ("total": an overflow) -> samples it failed on
+    # per sample, (character offset where a step ends, its share of total) from components that
+    # scored step by step (StepScores); None when none did. What total holds beyond them is
+    # the outcome part, paid at the last token.
+    steps: list[list[tuple[int, float]]] | None = None
 
 
 @dataclass
@@ -90,6 +94,9 @@ class CompositeReward:
             * (product over "gate" components of [value >= gate_min]).
     A gate ("format must pass before correctness counts") zeroes the total when it fails.
     A dict-valued function adds one component per key; its parts are summed to one value.
+    A "sum" component that returns StepScores (a reward per step) also has its weighted step
+    values, times the product and gate factors, recorded in RewardResult.steps, unless its
+    clip changed its sum (then only the clipped sum counts, as an outcome).
 
     A function that raises (or times out in a worker pool) or returns NaN or +-inf scores that
     sample 0 for its component (so a failing gate closes) and marks it failed; the error is
@@ -111,6 +118,7 @@ class CompositeReward:
         failed = torch.zeros(n, dtype=torch.bool)
         components: dict[str, torch.Tensor] = {}
         failures: Counter = Counter()
+        steps: list[list[tuple[int, float]]] = [[] for _ in range(n)]
         for comp in self.components:
             for i, outcome in enumerate(comp.evaluate(completions, samples)):
                 parts = {}
@@ -134,6 +142,8 @@ class CompositeReward:
                 value = comp.clip(sum(parts.values())) if parts else 0.0
                 if comp.combine == "sum":
                     summed[i] += comp.weight * value
+                    if parts and isinstance(outcome.value, StepScores) and value == float(outcome.value):
+                        steps[i] += [(end, comp.weight * v) for end, v in zip(outcome.value.ends, outcome.value.values)]
                 elif comp.combine == "product":
                     factor[i] *= value
                 else:  # gate
@@ -144,7 +154,11 @@ class CompositeReward:
             failed[i] = True
             failures["total"] += 1
             total[i] = 0.0
-        return RewardResult(total, components, failed, dict(failures))
+            steps[i] = []
+        if not any(steps):
+            return RewardResult(total, components, failed, dict(failures))
+        steps = [[(end, v * float(factor[i])) for end, v in row] for i, row in enumerate(steps)]
+        return RewardResult(total, components, failed, dict(failures), steps)
 
     def formula(self) -> str:
         return reward_formula([(c.name, c.weight, c.combine, c.gate_min) for c in self.components])

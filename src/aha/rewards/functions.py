@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +36,24 @@ SHORT_NAMES = {
 
 class RewardError(ValueError):
     """A reward spec that cannot be used; the message names the config key."""
+
+
+@dataclass(frozen=True)
+class StepScores:
+    """A reward given step by step (a process reward model's dense form): values[k] is step
+    k's reward and ends[k] the character offset in the completion where step k ends. As a
+    number it is the sum of its values, the completion's reward; a token-level advantage
+    estimator (reinforce_pp, gae) is paid each value at the token that closes its step."""
+
+    ends: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self):
+        if len(self.ends) != len(self.values):
+            raise ValueError(f"StepScores needs one end per value, got {len(self.ends)} ends and {len(self.values)} values")
+
+    def __float__(self) -> float:
+        return float(sum(self.values))
 
 
 def _import_module(module: str, base_dir: Path):

@@ -7,7 +7,9 @@ turns); each non-blank step is scored at the token that closes it, exactly as in
 (models/process_reward.py: the same tokenisation of the whole completion + the stop token),
 and the step probabilities are aggregated into one reward: `min` (PURE, Cheng et al. 2025:
 the worst step decides, so padding a solution with easy steps does not pay), `sum` (rewards
-more steps, the form PURE shows being hacked) or `mean`. Blank pieces (a doubled or trailing
+more steps, the form PURE shows being hacked) or `mean`; or `dense` keeps them apart
+(StepScores: each step's probability, paid at the token that closes the step to a token-level
+advantage estimator, reinforce_pp or gae; their sum to a sequence-level one). Blank pieces (a doubled or trailing
 separator) are not steps. A completion with no step at all (empty, or only blanks) scores 0,
 the lowest step probability: it is an answer, just a worthless one, and a reward failure
 could stop the run (train.max_reward_failure_rate). One whose steps exist but none closes
@@ -21,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from aha.rewards.functions import RewardError, batched
+from aha.rewards.functions import RewardError, StepScores, batched
 
 DESCRIPTION = "process_reward_model.json"  # training/prm.py writes it into every checkpoint
 ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min"}
@@ -43,8 +45,8 @@ def _args(args: dict, key: str) -> dict:
     from aha.models.process_reward import AGGREGATES
 
     merged = model_reward_args(args, ARGS, key, "a process reward model")
-    if merged["aggregate"] not in AGGREGATES:
-        raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, got {merged['aggregate']!r}")
+    if merged["aggregate"] not in (*AGGREGATES, "dense"):
+        raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got {merged['aggregate']!r}")
     return merged
 
 
@@ -73,26 +75,31 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]") -> Callable
     model = ProcessRewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
     task = Task("process_reward_model", [], [], about.get("system_prompt"), about.get("few_shot") or [])
     stop, limit, separator = stop_token(tokenizer, loaded.model), about["max_length"], about["separator"]
+    dense = args["aggregate"] == "dense"
 
     def score(completions: list[str], samples: list[dict]) -> list[float | None]:
         prompts = encode_prompts(tokenizer, task, samples)
-        rows, scores = {}, [None] * len(completions)
+        rows, scores, step_chars = {}, [None] * len(completions), {}
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):
             pieces = completion.split(separator)
             ids, ends = encode_steps(tokenizer, pieces, separator, stop)
-            steps = [len(prompt) + e for e, piece in zip(ends, pieces) if piece.strip()]
-            kept = [e for e in steps if e < limit]
+            # where each piece ends in the completion, its separator included (as its closing token)
+            chars = [sum(len(p) for p in pieces[:k + 1]) + len(separator) * min(k + 1, len(pieces) - 1)
+                     for k in range(len(pieces))]
+            steps = [(len(prompt) + e, c) for e, c, piece in zip(ends, chars, pieces) if piece.strip()]
+            kept = [(e, c) for e, c in steps if e < limit]
             if not steps:
-                scores[i] = 0.0
+                scores[i] = StepScores((), ()) if dense else 0.0
             elif kept:
-                rows[i] = ((prompt + ids)[:kept[-1] + 1], kept)  # nothing after the last scored step is needed
+                rows[i] = ((prompt + ids)[:kept[-1][0] + 1], [e for e, _ in kept])  # nothing after the last scored step is needed
+                step_chars[i] = tuple(c for _, c in kept)
         order = sorted(rows, key=lambda i: len(rows[i][0]))  # batches of like lengths pad little
         with torch.no_grad():
             for start in range(0, len(order), args["batch_size"]):
                 batch = order[start:start + args["batch_size"]]
                 probs = torch.sigmoid(model([rows[i][0] for i in batch], [rows[i][1] for i in batch], dtype))
                 for i, p in zip(batch, probs.split([len(rows[i][1]) for i in batch])):
-                    scores[i] = aggregate(p.tolist(), args["aggregate"])
+                    scores[i] = StepScores(step_chars[i], tuple(p.tolist())) if dense else aggregate(p.tolist(), args["aggregate"])
         return scores
 
     score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)

@@ -11,7 +11,8 @@ from aha.rollout import Rollouts
 from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
-ROW_FIELDS = ("rewards", "baseline", "advantages", "old_logprobs", "ref_logprobs", "old_values", "returns", "is_weights")
+ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "old_values", "returns",
+              "is_weights")
 
 
 @dataclass
@@ -19,6 +20,9 @@ class Batch:
     rollouts: Rollouts  # whole groups of group_size consecutive rows
     rewards: torch.Tensor  # (N,) shaped scalar reward of each completion
     baseline: torch.Tensor | None = None  # (N,) ReMax: reward of the prompt's greedy completion
+    # (N, T) the part of each reward a process reward model gave step by step, at the tokens that
+    # close the steps (the rest of the reward is paid at the last token); None without one
+    step_rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None  # (N, T)
     old_logprobs: torch.Tensor | None = None  # (N, T) denominator of the importance ratio
     ref_logprobs: torch.Tensor | None = None  # (N, T) reference model, for the KL term

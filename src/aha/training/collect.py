@@ -29,6 +29,31 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
     return total
 
 
+def token_closing(tokenizer, ids: list[int], char_end: int) -> int:
+    """The index of the token in which the decoded text of ids reaches char_end characters:
+    the token that closes a step ending there (the last token if the text is shorter)."""
+    lo, hi = 0, len(ids) - 1
+    while lo < hi:  # decoded prefixes only grow, so the first long enough prefix is found by bisection
+        mid = (lo + hi) // 2
+        if len(tokenizer.decode(ids[:mid + 1], skip_special_tokens=True)) >= char_end:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts, tokenizer) -> torch.Tensor:
+    """(N, T): each step reward of RewardResult.steps on the completion token that closes its
+    step (two steps closing in one token add up)."""
+    out = torch.zeros(rollouts.completion_ids.shape)
+    for i, row in enumerate(steps):
+        ids = rollouts.completion_ids[i, :int(rollouts.completion_mask[i].sum())].tolist()
+        for end, value in row:
+            if ids:
+                out[i, token_closing(tokenizer, ids, end)] += value
+    return out
+
+
 def finite(values: torch.Tensor) -> torch.Tensor:
     """The finite entries: a NaN or inf reward (counted in `reward/failed` or `reward/nonfinite`)
     must not turn the step's reward statistics into NaN."""
@@ -69,6 +94,11 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         texts += rollouts.texts
         text_samples += seq_samples
         rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens, length_coef)
+        step_rewards = None
+        if result.steps is not None:  # a process reward model's dense form
+            step_rewards = step_token_rewards(result.steps, rollouts, engine.tokenizer)
+            if algo.truncated_reward is not None:  # a cut answer gets truncated_reward, and nothing per step
+                step_rewards[rollouts.truncated] = 0.0
         raw.append(result.total)
         shaped.append(rewards)
         lengths.append(rollouts.lengths())
@@ -99,7 +129,7 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         keep_groups = keep.nonzero().view(-1)[:prompts_needed]
         if len(keep_groups):
             rows = group_rows(keep_groups, G)
-            kept.append(Batch(rollouts, rewards, baseline).select(rows))
+            kept.append(Batch(rollouts, rewards, baseline, step_rewards).select(rows))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break

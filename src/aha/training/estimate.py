@@ -47,8 +47,10 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     """Fill batch.advantages (and batch.returns for gae) in place; return statistics.
 
     Needs batch.ref_logprobs when the KL penalty goes into the reward, and batch.old_values
-    for gae. Each sequence's reward sits on its last token; with kl_in=reward every token
-    also pays kl_coef * KL(sampling policy || reference) at that token.
+    for gae. Each sequence's reward sits on its last token, except the part a process reward
+    model gave per step (batch.step_rewards), which sits on the tokens that close the steps;
+    with kl_in=reward every token also pays kl_coef * KL(sampling policy || reference) at
+    that token. A sequence-level estimator sees the sum over the tokens, the same either way.
 
     A non-finite reward (NaN, inf) reaches the estimators as it is: they give its row zero
     advantage and leave it out of its group's statistics (and whitening leaves it at 0).
@@ -57,7 +59,11 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     mask = batch.rollouts.completion_mask
     finite = finite_reward_mask(batch.rewards)
     trusted = mask * finite.unsqueeze(1).to(mask.dtype)  # the tokens of rows whose reward is finite
-    token_rewards = outcome_token_rewards(batch.rewards, mask)
+    if batch.step_rewards is None:
+        token_rewards = outcome_token_rewards(batch.rewards, mask)
+    else:  # what the steps were not paid of the reward (other components, shaping) at the last token
+        step_rewards = batch.step_rewards * mask
+        token_rewards = outcome_token_rewards(batch.rewards - step_rewards.sum(dim=1), mask) + step_rewards
     stats = {"reward/nonfinite": int((~finite).sum())}
     if algo.kl_coef > 0 and algo.kl_in == "reward":
         kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator)

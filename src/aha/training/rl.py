@@ -16,7 +16,7 @@ from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.replay import ReplayBuffer
-from aha.training.step import StepParts, run_step
+from aha.training.step import RLState, StepParts, run_step
 from aha.training.update import Learner, Shape
 
 
@@ -81,17 +81,17 @@ class RLMethod(Method):
         self.sampler = PromptSampler(setup.task.train, config.seed)
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, setup.dtype)
-        monitor = HackingMonitor(config.monitor, self.gold)
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
-                               self.replay, monitor, algo.length_coef)
+                               self.replay)
+        self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
         self.alarms = Alarms(config.train.max_idle_steps)
 
     def step(self, step: int) -> tuple[dict, list[dict]]:
-        return run_step(self.parts, step)
+        return run_step(self.parts, self.run_state, step)
 
     def state(self) -> dict:
-        return {"sampler": self.sampler.state(), "length_coef": self.parts.length_coef}
+        return {"sampler": self.sampler.state(), "length_coef": self.run_state.length_coef}
 
     def extra_state(self) -> dict | None:
         return {"replay": self.replay.state()} if self.replay is not None else None
@@ -100,16 +100,16 @@ class RLMethod(Method):
         self.sampler.load_state(state["sampler"])
         if self.replay is not None and "replay" in extra:  # absent when replay was turned on by a config change
             self.replay.load_state(extra["replay"])
-        self.parts.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
-        self.parts.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
-        self.parts.monitor.gold = self.gold
+        self.run_state.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
+        self.run_state.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
+        self.run_state.monitor.gold = self.gold
 
     def apply_hyperparameters(self) -> None:
         _apply_hyperparameters(self.learner, self.config)
 
     def after_step(self, record: dict, echo) -> None:
         self.alarms.observe(record, self.setup.reward.first_errors, echo)
-        self.parts.monitor.write(self.setup.run_path / "monitor.json")
+        self.run_state.monitor.write(self.setup.run_path / "monitor.json")
 
     def postfix(self, record: dict) -> dict:
         return {"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
@@ -118,5 +118,5 @@ class RLMethod(Method):
     def finish(self, echo) -> None:
         for line in self.alarms.summary():
             echo(line)
-        if self.parts.monitor.flags:
-            echo(format_flags(self.parts.monitor) + f" (details: {self.setup.run_path / 'monitor.json'})")
+        if self.run_state.monitor.flags:
+            echo(format_flags(self.run_state.monitor) + f" (details: {self.setup.run_path / 'monitor.json'})")

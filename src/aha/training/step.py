@@ -20,8 +20,11 @@ from aha.training.replay import ReplayBuffer
 from aha.training.update import Learner, Shape, forward_logprobs, forward_values, policy_update
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepParts:
+    """The wiring of an RL step, fixed for the run (the sampler, replay buffer and learner
+    hold their own state, saved by the checkpoint through their own methods)."""
+
     config: Config
     engine: HFEngine
     task: Task
@@ -30,8 +33,16 @@ class StepParts:
     learner: Learner
     shape: Shape
     replay: ReplayBuffer | None
+
+
+@dataclass
+class RLState:
+    """What an RL step changes besides weights, optimizers, data cursor and replay buffer:
+    the length penalty's coefficient (adaptive: checkpointed) and the hacking monitor
+    (rebuilt on resume from the metrics, which hold all its series)."""
+
+    length_coef: float = 0.0
     monitor: HackingMonitor | None = None
-    length_coef: float = 0.0  # the length penalty's coefficient now (changes when adaptive; checkpointed)
 
 
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
@@ -85,22 +96,22 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
     return True
 
 
-def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
-    """Returns the step's metrics record and example completions."""
+def run_step(parts: StepParts, state: RLState, step: int) -> tuple[dict, list[dict]]:
+    """Returns the step's metrics record and example completions; updates state."""
     config = parts.config
     t0 = time.time()
     algo = config.algorithm
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
-                                                       config.rollout, algo, parts.length_coef)
+                                                       config.rollout, algo, state.length_coef)
     t_gen = time.time() - t0
     # before anything is trained on scores that are mostly failures
     check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
-    if parts.monitor is not None:
-        stats.update(parts.monitor.measure(texts, samples))
+    if state.monitor is not None:
+        stats.update(state.monitor.measure(texts, samples))
     if algo.length_coef or algo.length_adaptive:
-        stats["length/penalty_coef"] = parts.length_coef  # the one this step's rewards were shaped with
+        stats["length/penalty_coef"] = state.length_coef  # the one this step's rewards were shaped with
     if algo.length_adaptive:
-        parts.length_coef = adapt_length_coef(parts.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
+        state.length_coef = adapt_length_coef(state.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
                                               algo.length_coef_rate, algo.length_coef_max)
     batch, prepared = prepare(parts, batch)
     stats.update(prepared)
@@ -115,7 +126,7 @@ def run_step(parts: StepParts, step: int) -> tuple[dict, list[dict]]:
     # without dynamic sampling, or none kept with it); a KL term alone may still move the weights
     no_signal = batch is None or batch.advantages is None or not bool(batch.advantages.any())
     record = {"step": step, **stats, **update, "train/nothing_to_train": float(no_signal)}
-    if parts.monitor is not None:
-        record.update(parts.monitor.update(record))
+    if state.monitor is not None:
+        record.update(state.monitor.update(record))
     record.update({"time/generate_s": t_gen, "time/step_s": time.time() - t0})
     return record, examples

@@ -231,3 +231,23 @@ def test_the_config_allows_the_registered_methods():
     assert set(get_args(Config.model_fields["method"].annotation)) == set(METHODS)
     with pytest.raises(ConfigError, match="method=rm needs rm.data"):
         load_config(None, ["method=rm"])
+
+
+@pytest.mark.parametrize("policy_dtype, args, expected", [
+    ("bfloat16", {}, torch.bfloat16),  # by default a reward model computes as the policy does
+    ("float32", {}, torch.float32),
+    ("float32", {"dtype": "bfloat16"}, torch.bfloat16),  # its own args.dtype wins
+])
+def test_a_reward_model_computes_in_the_policys_dtype_unless_told(rm_run, monkeypatch, policy_dtype, args, expected):
+    from aha.models.reward_model import RewardModel
+
+    seen, forward = [], RewardModel.forward
+
+    def recording(self, sequences, dtype=torch.float32, with_hidden=False):
+        seen.append(dtype)
+        return forward(self, sequences, dtype, with_hidden)
+
+    monkeypatch.setattr(RewardModel, "forward", recording)
+    reward = build_reward([RewardSpec(model=str(rm_run), args=args)], dtype=policy_dtype)
+    reward.score(["6."], [{"id": "a", "prompt": "What is 2 * 3?"}])
+    assert seen == [expected]

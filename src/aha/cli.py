@@ -212,7 +212,7 @@ def _audit(config, args) -> None:
     from aha.rewards import build_reward
     from aha.rewards.audit import audit_reward, format_audit, load_labels
 
-    reward = build_reward(config.reward, config.base_dir)
+    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
     result = audit_reward(reward, load_labels(args.labels), args.threshold)
     print(format_audit(result, reward.formula(), args.examples))
     if args.output:

@@ -176,7 +176,7 @@ def build_scorer(config: Config, reward: CompositeReward | None = None) -> Score
                           "name a function instead (eval.scorer: module:function)")
     owner = None
     if reward is None:
-        reward = owner = build_reward(config.reward, base_dir)
+        reward = owner = build_reward(config.reward, base_dir, dtype=config.train.dtype)
     specs = json.dumps([spec.model_dump(mode="json") for spec in config.reward])
     fingerprint = hashlib.sha256(specs.encode()).hexdigest()[:12]
     part = name[len(REWARD) + 1:] if name != REWARD else None

@@ -64,7 +64,7 @@ def build_rankers(config: Config) -> dict:
     """name -> (reward, spec) for each eval.rank_by entry; each entry is its own ranker."""
     rankers = {}
     for i, spec in enumerate(config.eval.rank_by):
-        reward = build_reward([spec], config.base_dir, section=f"eval.rank_by[{i}]")
+        reward = build_reward([spec], config.base_dir, section=f"eval.rank_by[{i}]", dtype=config.train.dtype)
         name = reward.components[0].name
         if name in rankers or name in RANKINGS or name in VOTE_WEIGHTS:
             raise RewardError(f"eval.rank_by[{i}]: the name {name!r} is taken; set eval.rank_by[{i}].name")

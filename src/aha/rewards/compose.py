@@ -177,8 +177,10 @@ class CompositeReward:
                 comp.pool.close()
 
 
-def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward") -> CompositeReward:
-    """The composite of a config's reward list; errors name `section[i].key`."""
+def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward",
+                 dtype: str = "auto") -> CompositeReward:
+    """The composite of a config's reward list; errors name `section[i].key`. A reward model
+    in it computes in dtype (pass the policy's, train.dtype) unless its args.dtype is set."""
     if not specs:
         raise RewardError(f"{section}: at least one reward function is required")
     components: list[Component] = []
@@ -189,7 +191,7 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
                 raise RewardError(f"{key}.workers: a reward model scores in this process, in batches; set workers: 0")
             from aha.rewards.learned import learned_reward  # torch only where a reward model is named
 
-            fn, is_batched = learned_reward(spec.model, spec.args, key, base_dir), True
+            fn, is_batched = learned_reward(spec.model, spec.args, key, base_dir, dtype), True
             name = spec.name or "reward_model"
         else:
             fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)

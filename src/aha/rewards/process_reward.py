@@ -41,16 +41,16 @@ def model_reward_args(args: dict, defaults: dict, key: str, what: str) -> dict:
     return merged
 
 
-def _args(args: dict, key: str) -> dict:
+def _args(args: dict, key: str, dtype: str) -> dict:
     from aha.models.process_reward import AGGREGATES
 
-    merged = model_reward_args(args, ARGS, key, "a process reward model")
+    merged = model_reward_args(args, {**ARGS, "dtype": dtype}, key, "a process reward model")
     if merged["aggregate"] not in (*AGGREGATES, "dense"):
         raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got {merged['aggregate']!r}")
     return merged
 
 
-def process_reward(folder: Path, args: dict, key: str = "reward[0]") -> Callable:
+def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str = "auto") -> Callable:
     """fn(completions, samples) -> list[float | None] scoring with the PRM checkpoint in `folder`."""
     import torch
     from torch import nn
@@ -62,7 +62,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]") -> Callable
     from aha.models.compute import resolve_dtype
     from aha.models.compute import stop_token
 
-    args = _args(args, key)
+    args = _args(args, key, dtype)
     try:
         dtype = resolve_dtype(args["dtype"])
     except KeyError:

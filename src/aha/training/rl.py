@@ -65,7 +65,7 @@ class Gold:
 class RLMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> Gold:
-        gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold") if config.monitor.gold else None
+        gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype) if config.monitor.gold else None
         try:
             check_format_components(config.monitor, reward)
         except ValueError as err:

@@ -116,3 +116,14 @@ def test_a_built_in_name_with_jsonl_data_is_refused(tmp_path):
     train, test = _two_files(tmp_path)
     with pytest.raises(TaskError, match="task.name 'arithmetic' is a built-in task and task.data a JSONL task"):
         build_task(TaskConfig(name="arithmetic", data=train, eval_data=test))
+
+
+def test_overriding_one_task_key_keeps_the_default_built_in_task():
+    # a config without a task section, and one task key on the command line
+    from aha.config import load_config
+
+    config = load_config(None, ["task.num_eval=7"])
+    task = build_task(config.task)
+    assert task.name == "arithmetic" and len(task.eval) == 7
+    with pytest.raises(TaskError, match="task.eval_data needs task.data"):
+        build_task(load_config(None, ["task.eval_data=held_out.jsonl"]).task)

@@ -37,9 +37,12 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
         train = load_jsonl(resolve_path(cfg.data, base))
         held_out = load_jsonl(resolve_path(cfg.eval_data, base))
         name = cfg.name or Path(cfg.data).stem
-    elif cfg.name == "arithmetic":
+    elif cfg.name == "arithmetic" or (cfg.name is None and cfg.eval_data is None):
+        # no name and no file: the default task, so `task.num_eval=50` alone keeps it
         train, held_out = arithmetic_splits(cfg)
         name = "arithmetic"
+    elif cfg.name is None:
+        raise TaskError("task.eval_data needs task.data (the training samples of the same JSONL task)")
     else:
         raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set task.data")
     for i, shot in enumerate(cfg.few_shot):

@@ -16,7 +16,7 @@ from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.dpo import PREFERENCE_LOSSES
 from aha.training.loop import train
-from test_training import config_with_data, metrics
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 PAIRS = [{"prompt": f"What is {a} * {b}?", "chosen": f"{a * b}.", "rejected": f"{a * b + d} or so, I think.",
           "subset": "near" if d < 3 else "far"} for a, b, d in [(3, 4, 1), (5, 6, 7), (7, 8, 2), (2, 9, 9), (6, 6, 1), (4, 7, 8)]]
@@ -109,14 +109,7 @@ def test_dpo_learns_the_preferences_and_reports_them_per_subset(tmp_path):
 
 
 def test_dpo_resumes_exactly_with_its_cached_reference(tmp_path):
-    train(dpo_config(tmp_path, "straight"), echo=lambda *_: None)
-    train(dpo_config(tmp_path, "resumed", "train.steps=2"), echo=lambda *_: None)
-    train(dpo_config(tmp_path, "resumed", "train.steps=4", "train.allow_config_change=true"), echo=lambda *_: None)
-    a = load_file(tmp_path / "straight/checkpoints/step-4/model.safetensors")
-    b = load_file(tmp_path / "resumed/checkpoints/step-4/model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]
-    assert strip(metrics(tmp_path / "straight")) == strip(metrics(tmp_path / "resumed"))
+    assert_resumes_exactly(tmp_path, dpo_config)
     # the reference is the starting model's, kept in the checkpoint, not recomputed from trained weights
     held = torch.load(tmp_path / "resumed/checkpoints/step-4/trainer.pt", weights_only=False)["extra"]["reference_logps"]
     tiny = load("tiny")

@@ -24,7 +24,7 @@ from aha.rewards import build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import config_with_data, metrics
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 STEPS_DATA = Path(__file__).parent.parent / "data/synthetic/arithmetic/steps_train.jsonl"
 
@@ -154,15 +154,7 @@ def test_it_learns_the_step_labels_and_reports_held_out_accuracy(tmp_path):
 
 def test_it_resumes_exactly(tmp_path):
     extra = ["prm.batch_size=3"]  # 8 solutions: the resume falls inside an epoch and the run crosses one
-    train(prm_config(tmp_path, "straight", *extra), echo=quiet)
-    train(prm_config(tmp_path, "resumed", "train.steps=2", *extra), echo=quiet)
-    train(prm_config(tmp_path, "resumed", "train.steps=4", "train.allow_config_change=true", *extra), echo=quiet)
-    for name in ("model", "reward_head"):
-        a = load_file(tmp_path / f"straight/checkpoints/step-4/{name}.safetensors")
-        b = load_file(tmp_path / f"resumed/checkpoints/step-4/{name}.safetensors")
-        assert all(torch.equal(a[k], b[k]) for k in a)
-    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]
-    assert strip(metrics(tmp_path / "straight")) == strip(metrics(tmp_path / "resumed"))
+    assert_resumes_exactly(tmp_path, prm_config, *extra, weights=("model", "reward_head"))
     about = json.loads((tmp_path / "straight/checkpoints/step-4/process_reward_model.json").read_text())
     assert about["method"] == "prm" and about["separator"] == "\n" and about["max_length"] == 512
 

@@ -21,7 +21,7 @@ from aha.rewards import RewardError, build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import config_with_data, metrics
+from test_training import assert_resumes_exactly, config_with_data, metrics
 from aha.training.methods import METHODS
 
 # a signal the tiny model can learn in a few steps: chosen answers say "yes", rejected ones "no"
@@ -112,15 +112,7 @@ def test_it_learns_the_preference_and_reports_held_out_accuracy_per_subset(tmp_p
 
 def test_it_resumes_exactly_with_an_ensemble_and_pcrm(tmp_path):
     extra = ["rm.heads=2", "rm.pcrm=true", "rm.pcrm_similarity=cosine", "rm.batch_size=3"]
-    train(rm_config(tmp_path, "straight", *extra), echo=quiet)
-    train(rm_config(tmp_path, "resumed", "train.steps=2", *extra), echo=quiet)
-    train(rm_config(tmp_path, "resumed", "train.steps=4", "train.allow_config_change=true", *extra), echo=quiet)
-    for name in ("model", "reward_head"):
-        a = load_file(tmp_path / f"straight/checkpoints/step-4/{name}.safetensors")
-        b = load_file(tmp_path / f"resumed/checkpoints/step-4/{name}.safetensors")
-        assert all(torch.equal(a[k], b[k]) for k in a)
-    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]
-    assert strip(metrics(tmp_path / "straight")) == strip(metrics(tmp_path / "resumed"))
+    assert_resumes_exactly(tmp_path, rm_config, *extra, weights=("model", "reward_head"))
     about = json.loads((tmp_path / "straight/checkpoints/step-4/reward_model.json").read_text())
     assert about["heads"] == 2 and about["score"] == "mean" and about["max_length"] == 512
 

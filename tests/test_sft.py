@@ -6,14 +6,13 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from aha.config import load_config
 from aha.models import load
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import config_with_data, metrics
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 ROWS = [{"prompt": f"What is {a} * {b}?", "response": f"{a} * {b} = {a * b}."} for a, b in
         [(3, 4), (5, 6), (7, 8), (2, 9), (6, 6), (4, 7)]]
@@ -83,14 +82,7 @@ def test_sft_learns_the_responses(tmp_path):
 
 
 def test_sft_resumes_exactly(tmp_path):
-    train(sft_config(tmp_path, "straight"), echo=lambda *_: None)
-    train(sft_config(tmp_path, "resumed", "train.steps=2"), echo=lambda *_: None)
-    train(sft_config(tmp_path, "resumed", "train.steps=4", "train.allow_config_change=true"), echo=lambda *_: None)
-    a = load_file(tmp_path / "straight/checkpoints/step-4/model.safetensors")
-    b = load_file(tmp_path / "resumed/checkpoints/step-4/model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]
-    assert strip(metrics(tmp_path / "straight")) == strip(metrics(tmp_path / "resumed"))
+    assert_resumes_exactly(tmp_path, sft_config)
 
 
 def test_an_sft_checkpoint_is_the_model_of_an_rl_run(tmp_path):

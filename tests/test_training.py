@@ -47,6 +47,22 @@ def metrics(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+def assert_resumes_exactly(tmp_path: Path, make_config, *overrides, weights=("model",)) -> None:
+    """A run of 4 steps stopped after step 2 and resumed ends with the same weights (each
+    file in `weights`) and the same metrics, timings aside, as one run straight through.
+    make_config(tmp_path, run_name, *overrides) -> Config."""
+    train(make_config(tmp_path, "straight", *overrides, "train.steps=4"), echo=lambda *_: None)
+    train(make_config(tmp_path, "resumed", *overrides, "train.steps=2"), echo=lambda *_: None)
+    train(make_config(tmp_path, "resumed", *overrides, "train.steps=4", "train.allow_config_change=true"),
+          echo=lambda *_: None)
+    for name in weights:
+        a = load_file(tmp_path / f"straight/checkpoints/step-4/{name}.safetensors")
+        b = load_file(tmp_path / f"resumed/checkpoints/step-4/{name}.safetensors")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    strip = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]
+    assert strip(metrics(tmp_path / "straight")) == strip(metrics(tmp_path / "resumed"))
+
+
 def test_end_to_end_run_folder(tmp_path):
     summary = train(tiny_config(tmp_path, "run", "train.report=true"), echo=lambda *_: None)
     run = Path(summary.run_dir)

@@ -27,7 +27,7 @@ class ReplayBuffer:
             if batch.advantages[rows].abs().sum() > 0:
                 group = batch.select(rows)
                 # keep only what a replayed group needs; the rest is recomputed for the step
-                self.groups.append(Batch(group.rollouts, group.rewards, group.baseline, group.advantages))
+                self.groups.append(Batch(group.rollouts, group.rewards, group.baseline, advantages=group.advantages))
         self.groups = self.groups[-self.capacity:]
 
     def fill(self, batch: Batch | None, groups_wanted: int, pad_id: int) -> tuple[Batch | None, int]:
@@ -40,7 +40,7 @@ class ReplayBuffer:
         priority = torch.stack([masked_mean(g.advantages.abs(), g.rollouts.completion_mask) for g in self.groups])
         picked = torch.multinomial(replay_priorities(priority, self.alpha), missing, replacement=False).tolist()
         replayed = [self.groups[i] for i in picked]
-        fresh = [] if batch is None else [Batch(batch.rollouts, batch.rewards, batch.baseline, batch.advantages)]
+        fresh = [] if batch is None else [Batch(batch.rollouts, batch.rewards, batch.baseline, advantages=batch.advantages)]
         return concat_batches(fresh + replayed, pad_id), missing
 
     def state(self) -> list[Batch]:

@@ -58,3 +58,16 @@ def test_missing_folder_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelNotFound, match="no config.json"):
         load(str(tmp_path / "empty"))
+
+
+def test_a_step_reward_lands_on_the_token_that_completes_a_split_character(smollm):
+    # byte-level BPE splits an emoji over two tokens; a step ending with it closes at the second
+    from aha.training.collect import token_closing
+
+    tok = smollm.tokenizer
+    text = "first \u4e2d\u6587\nsecond \U0001F600 ok"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    end = text.index("\U0001F600") + 1  # a step ending right after the emoji
+    closing = token_closing(tok, ids, text, end)
+    assert tok.decode(ids[:closing + 1]) == text[:end]
+    assert "\ufffd" in tok.decode(ids[:closing])  # the token before holds only part of it

@@ -36,8 +36,10 @@ def test_the_kto_loss_matches_one_written_out_from_plain_forward_passes(tmp_path
     rows = [(p["prompt"], p[key], key == "chosen") for p in PAIRS for key in ("chosen", "rejected")]
     log_ratio = lambda prompt, completion: (sequence_logps(policy.model, policy.tokenizer, prompt, completion)[0]
                                             - sequence_logps(reference.model, reference.tokenizer, prompt, completion)[0])
-    # the mismatched sequence of row i: its prompt with the completion of the next row whose prompt differs
-    partner = lambda i: next(j % 12 for j in range(i + 1, i + 12) if rows[j % 12][0] != rows[i][0])
+    # the mismatched sequence of row i: its prompt with the completion of the next row whose prompt
+    # differs and whose label is the same: chosen rows borrow chosen completions, rejected rows rejected ones
+    partner = lambda i: next(j % 12 for j in range(i + 1, i + 12) if rows[j % 12][0] != rows[i][0]
+                             and rows[j % 12][2] == rows[i][2])
     z0 = max(0.0, sum(log_ratio(rows[i][0], rows[partner(i)][1]) for i in range(12)) / 12)
     losses = []
     for prompt, completion, desirable in rows:
@@ -48,6 +50,13 @@ def test_the_kto_loss_matches_one_written_out_from_plain_forward_passes(tmp_path
     assert record["kto/loss"] == pytest.approx(sum(losses) / 12, rel=1e-5)
     first = metrics(tmp_path / "run")[0]  # the policy is its reference: every r and z0 are 0
     assert first["kto/z0"] == 0.0 and first["kto/loss"] == pytest.approx((6 * w_d + 6 * w_u) * 0.5 / 12, rel=1e-6)
+
+
+def test_a_batch_that_repeats_rows_estimates_the_reference_point_from_each_of_them(tmp_path):
+    # 20 rows a step from 12: the batch repeats some. With lr = 0 the policy stays its reference,
+    # so every log-ratio, z0 included, is exactly 0 at every step
+    train(kto_config(tmp_path, "run", "dpo.batch_size=20", "train.lr=0", "train.steps=3"), echo=lambda *_: None)
+    assert [r["kto/z0"] for r in metrics(tmp_path / "run")] == [0.0, 0.0, 0.0]
 
 
 def test_kto_learns_from_pairs_and_reports_held_out_pairs_per_subset(tmp_path):

@@ -875,7 +875,9 @@ def test_a_step_reward_lands_on_the_token_that_closes_its_step():
     mask = lengths_mask([len(i) for i in ids], max(len(i) for i in ids))
     rollouts = mask_rollouts(mask)
     rollouts.completion_ids = torch.tensor([i + [tok.pad_token_id] * (mask.shape[1] - len(i)) for i in ids])
-    # steps end after "ab\n" (3 chars), "ab\ncd\n" (6) and at the end (8); "x\n" (2) twice adds up
+    rollouts.texts = texts
+    # steps end after "ab\n" (3 chars), "ab\ncd\n" (6) and with the text (8): the last step closes
+    # at the stop token, where the model decided it was over; "x\n" (2) twice adds up
     out = step_token_rewards([[(3, 0.5), (6, 0.25), (8, 1.0)], [(2, 0.1), (2, 0.2)]], rollouts, tok)
-    assert out[0].tolist() == pytest.approx([0, 0, 0.5, 0, 0, 0.25, 0, 1.0, 0])
+    assert out[0].tolist() == pytest.approx([0, 0, 0.5, 0, 0, 0.25, 0, 0, 1.0])
     assert out[1].tolist() == pytest.approx([0, 0.3, 0, 0, 0, 0, 0, 0, 0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import torch
 
@@ -29,13 +30,15 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
     return total
 
 
-def token_closing(tokenizer, ids: list[int], char_end: int) -> int:
-    """The index of the token in which the decoded text of ids reaches char_end characters:
-    the token that closes a step ending there (the last token if the text is shorter)."""
+def token_closing(tokenizer, ids: list[int], text: str, char_end: int) -> int:
+    """The index of the first token whose decoded prefix of ids holds text[:char_end] whole:
+    the token that closes a step ending there. A character split over several byte-level
+    tokens is whole only at its last one (a prefix that cuts it decodes to U+FFFD)."""
     lo, hi = 0, len(ids) - 1
-    while lo < hi:  # decoded prefixes only grow, so the first long enough prefix is found by bisection
+    while lo < hi:  # once text[:char_end] is whole in a prefix it stays whole: bisection finds the first
         mid = (lo + hi) // 2
-        if len(tokenizer.decode(ids[:mid + 1], skip_special_tokens=True)) >= char_end:
+        decoded = tokenizer.decode(ids[:mid + 1], skip_special_tokens=True)
+        if len(decoded) >= char_end and decoded[char_end - 1] == text[char_end - 1]:
             hi = mid
         else:
             lo = mid + 1
@@ -44,13 +47,16 @@ def token_closing(tokenizer, ids: list[int], char_end: int) -> int:
 
 def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts, tokenizer) -> torch.Tensor:
     """(N, T): each step reward of RewardResult.steps on the completion token that closes its
-    step (two steps closing in one token add up)."""
+    step (two steps closing in one token add up). A step that ends with the text (the last
+    one) closes at the completion's last token, the stop token where the model stopped, as
+    the process reward model scored it."""
     out = torch.zeros(rollouts.completion_ids.shape)
     for i, row in enumerate(steps):
-        ids = rollouts.completion_ids[i, :int(rollouts.completion_mask[i].sum())].tolist()
+        length = int(rollouts.completion_mask[i].sum())
+        ids, text = rollouts.completion_ids[i, :length].tolist(), rollouts.texts[i]
         for end, value in row:
             if ids:
-                out[i, token_closing(tokenizer, ids, end)] += value
+                out[i, length - 1 if end >= len(text) else token_closing(tokenizer, ids, text, end)] += value
     return out
 
 
@@ -149,5 +155,8 @@ def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: Compos
         "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
         "groups/trained": kept_groups,
     }
+    if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
+        kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))
+                for b in kept]
     batch = concat_batches(kept, engine.pad_id) if kept else None
     return batch, stats, examples, (texts, text_samples)

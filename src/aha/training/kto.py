@@ -65,12 +65,17 @@ def read_labelled(path: Path) -> list[dict]:
 
 
 def mismatched_partners(rows: list[dict], path: str) -> list[int]:
-    """For each row, the next row (cyclically) whose prompt differs: its completion after this
-    row's prompt is the mismatched sequence KTO's reference point is estimated on."""
+    """For each row, the next row (cyclically) whose prompt differs and whose label is the
+    same (else any whose prompt differs): its completion after this row's prompt is the
+    mismatched sequence KTO's reference point is estimated on. With the label kept, the
+    mismatched completions are the same mix of desirable and undesirable ones as the rows
+    (TRL rotates the batch's own completions); a pair's chosen and rejected rows would
+    otherwise both borrow the next pair's chosen completion."""
     keys = [json.dumps(r["prompt"], sort_keys=True) for r in rows]
     partners = []
     for i, key in enumerate(keys):
-        j = next((j % len(keys) for j in range(i + 1, i + len(keys)) if keys[j % len(keys)] != key), None)
+        after = [j % len(keys) for j in range(i + 1, i + len(keys)) if keys[j % len(keys)] != key]
+        j = next((j for j in after if rows[j]["desirable"] == rows[i]["desirable"]), after[0] if after else None)
         if j is None:
             raise TaskError(f"{path}: dpo.loss=kto needs completions of at least two different prompts (its "
                             "reference point pairs each prompt with another prompt's completion)")
@@ -133,12 +138,15 @@ class KTOMethod(CursorMethod):
 
     @torch.no_grad()
     def _sequence_logps(self, sequences: list[Sequence], index: list[int], label: str) -> torch.Tensor:
+        """(len(index),): the policy's log-prob of sequences[index[k]] at position k (an index may
+        repeat: a step's batch can cross an epoch)."""
         out = torch.zeros(len(index))
-        place = {i: k for k, i in enumerate(index)}
+        positions = list(range(len(index)))
+        lengths = [len(sequences[i]) for i in index]
+        groups = micro_batches(positions, lengths, self.config.train.micro_batch_size, by_length=True)
         self.setup.model.eval()
-        groups = self._groups(sequences, index)
         for group in tqdm(groups, desc=f"log-probs ({label})", unit="batch", leave=False, disable=len(groups) < 4):
-            out[[place[i] for i in group]] = self._logps([sequences[i] for i in group]).float()
+            out[group] = self._logps([sequences[index[k]] for k in group]).float()
         return out
 
     def _reference_logps(self) -> dict[str, torch.Tensor]:

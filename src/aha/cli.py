@@ -181,7 +181,7 @@ def _eval(config, checkpoint: str | None, model: str | None, output: str | None)
     from aha.eval.scoring import build_scorer, held_out_name
     from aha.eval.study import load_for_eval
     from aha.models import load
-    from aha.rollout import HFEngine
+    from aha.rollout import build_engine
     from aha.tasks import build_task
     from aha.models.checkpoints import load_weights
     from aha.models.compute import resolve_dtype
@@ -192,9 +192,7 @@ def _eval(config, checkpoint: str | None, model: str | None, output: str | None)
         loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
         if checkpoint:
             load_weights(loaded.model, Path(checkpoint))
-        ro = config.rollout
-        engine = HFEngine(loaded.model, loaded.tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size,
-                          resolve_dtype(config.train.dtype))
+        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype))
         result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
     finally:
         scorer.close()

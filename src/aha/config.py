@@ -67,6 +67,7 @@ class RolloutConfig(Strict):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
+    engine: Literal["auto", "hf"] = Field("auto", description="the sampling engine: hf (Hugging Face generate on the policy's own modules); auto picks the fastest one installed")
 
 
 class TrainConfig(Strict):

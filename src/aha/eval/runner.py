@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
 from aha.eval.scoring import Scorer
 from aha.tasks import Task, encode_prompts
+
+if TYPE_CHECKING:  # the engine's module imports torch; the eval maths need none
+    from aha.rollout import Engine
 
 
 @dataclass
@@ -17,7 +21,7 @@ class EvalResult:
     samples: list[dict]  # {id, prompt, answer, completion, score}
 
 
-def evaluate(engine, task: Task, scorer: Scorer, limit: int | None = None, max_new_tokens: int | None = None,
+def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = None, max_new_tokens: int | None = None,
              desc: str = "eval") -> EvalResult:
     """Every held-out sample is scored, or a ScorerError names the one that could not be."""
     samples = task.eval[:limit] if limit else task.eval

@@ -16,6 +16,8 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
 import torch
 from tqdm.auto import tqdm
 
@@ -24,6 +26,9 @@ from aha.jsonl import read_jsonl
 from aha.rewards.extract import final_answer
 from aha.rewards.verifiers import extract_answer
 from aha.tasks import Task, encode_prompts
+
+if TYPE_CHECKING:
+    from aha.rollout import Engine
 
 
 class CacheMismatch(ValueError):
@@ -90,7 +95,7 @@ class SampleCache:
             handle.flush()
 
 
-def draw_samples(engine, task: Task, problems: list[dict], scorer: Scorer, n: int,
+def draw_samples(engine: Engine, task: Task, problems: list[dict], scorer: Scorer, n: int,
                  cache: SampleCache, seed: int = 0, desc: str = "sample",
                  have: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
     """Make sure the cache holds n samples of every problem; returns them by problem id.

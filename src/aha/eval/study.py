@@ -73,7 +73,7 @@ def build_rankers(config: Config) -> dict:
 
 
 def _study(config: Config, models: list[str], n: int, out: Path, task, problems, scorer, rankers) -> dict:
-    from aha.rollout import HFEngine
+    from aha.rollout import build_engine
     from aha.models.compute import resolve_dtype
 
     ro = config.rollout
@@ -90,8 +90,8 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
         have = cache.load()
         if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
             loaded = load_for_eval(label, config)
-            engine = HFEngine(loaded.model, loaded.tokenizer, max_new, ro.temperature, ro.top_p, ro.batch_size,
-                              resolve_dtype(config.train.dtype), self_certainty=True)
+            engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), max_new,
+                                  self_certainty=True)
             by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
                                       have=have)
         else:

@@ -26,6 +26,12 @@ class HFEngine:
         eos = eos if isinstance(eos, list) else [eos]
         self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
 
+    def sync_weights(self, model) -> None:
+        """Nothing to copy: this engine samples from the policy's own modules. Any other
+        model is a wiring error."""
+        if model is not self.model:
+            raise ValueError("HFEngine samples from the model it was built on; build a new engine for another model")
+
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
                  max_new_tokens: int | None = None) -> Rollouts:

@@ -10,7 +10,7 @@ import torch
 from aha.algorithms import dither_rewards, length_cost, overlong_penalty, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
 from aha.rewards import CompositeReward
-from aha.rollout import HFEngine, Rollouts
+from aha.rollout import Engine, Rollouts
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.batch import Batch, concat_batches, group_rows
 
@@ -72,7 +72,7 @@ def finite_mean(values: torch.Tensor) -> float:
     return float(values.mean()) if len(values) else 0.0
 
 
-def collect(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward,
+def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward,
             rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
             ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero

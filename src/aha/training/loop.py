@@ -24,7 +24,7 @@ from aha.eval import evaluate
 from aha.eval.scoring import ScorerError, build_scorer
 from aha.models import load
 from aha.rewards import build_reward
-from aha.rollout import HFEngine
+from aha.rollout import build_engine
 from aha.tasks import build_task
 from aha.tracking import RunDir
 from aha.tracking.run_identity import resume_changes
@@ -201,8 +201,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
     dtype = resolve_dtype(config.train.dtype)
     log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
              dtype, len(task.train), len(task.eval))
-    ro = config.rollout
-    engine = HFEngine(model, tokenizer, ro.max_new_tokens, ro.temperature, ro.top_p, ro.batch_size, dtype)
+    engine = build_engine(config.rollout, model, tokenizer, dtype)
     setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
     method = method_class(setup, prepared)
     try:
@@ -270,6 +269,9 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
             for step in bar:
                 in_step = True
                 record, examples = method.step(step)
+                t_sync = time.time()  # the engine samples from the new weights from here on
+                setup.engine.sync_weights(setup.model)
+                record["time/sync_s"] = time.time() - t_sync
                 in_step = False
                 run.log_metrics(record)
                 method.after_step(record, echo)

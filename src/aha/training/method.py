@@ -12,7 +12,7 @@ import torch
 from aha.config import Config
 from aha.eval.scoring import Scorer
 from aha.rewards import CompositeReward
-from aha.rollout import HFEngine
+from aha.rollout import Engine
 from aha.tasks import Task
 
 
@@ -27,7 +27,7 @@ class Setup:
     scorer: Scorer
     model: torch.nn.Module  # the policy being trained
     tokenizer: object
-    engine: HFEngine  # greedy held-out evaluation (and rl's rollouts)
+    engine: Engine  # greedy held-out evaluation (and rl's rollouts)
     dtype: torch.dtype
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 
 from aha.rewards import CompositeReward
-from aha.rollout import HFEngine
+from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.sequences import Sequence
 
 
-def sampled_pairs(engine: HFEngine, task: Task, sampler: PromptSampler, reward: CompositeReward, n_prompts: int,
+def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward, n_prompts: int,
                   samples_per_prompt: int) -> tuple[list[dict], list[Sequence], list[Sequence], dict]:
     """(rows, chosen, rejected, stats). The sequences are the engine's own token ids (nothing
     is re-tokenised); a prompt whose samples all score the same (or whose reward failed on

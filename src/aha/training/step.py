@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
 from aha.config import Config
 from aha.rewards import CompositeReward
-from aha.rollout import HFEngine
+from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
 from aha.training.batch import Batch
 from aha.training.alarms import check_reward_failures
@@ -26,7 +26,7 @@ class StepParts:
     hold their own state, saved by the checkpoint through their own methods)."""
 
     config: Config
-    engine: HFEngine
+    engine: Engine
     task: Task
     sampler: PromptSampler
     reward: CompositeReward

@@ -1,0 +1,79 @@
+"""The engine seam (rollout/engine.py): one factory, the config's choices, and training that
+uses nothing of an engine but the Engine protocol, syncing weights after every step."""
+
+import typing
+
+import pytest
+import torch
+
+from aha.config import RolloutConfig, load_config
+from aha.models import load
+from aha.rollout import ENGINES, HFEngine, Rollouts, build_engine
+from aha.training.loop import train
+from test_training import metrics, tiny_config
+
+
+def test_the_config_offers_auto_and_exactly_the_known_engines():
+    assert typing.get_args(RolloutConfig.model_fields["engine"].annotation) == ("auto", *ENGINES)
+
+
+def test_auto_builds_the_hf_engine_with_the_rollout_settings():
+    tiny = load("tiny")
+    rollout = RolloutConfig(max_new_tokens=7, temperature=0.5, top_p=0.9, batch_size=3)
+    engine = build_engine(rollout, tiny.model, tiny.tokenizer, torch.float32, max_new_tokens=11, self_certainty=True)
+    assert isinstance(engine, HFEngine)
+    assert (engine.max_new_tokens, engine.temperature, engine.top_p, engine.batch_size, engine.self_certainty) == (
+        11, 0.5, 0.9, 3, True)
+    engine.sync_weights(tiny.model)  # its own model: nothing to do
+    with pytest.raises(ValueError, match="samples from the model it was built on"):
+        engine.sync_weights(load("tiny").model)
+
+
+class RecordingEngine:
+    """An engine of another kind: it keeps its own copy of the weights, so it samples from the
+    policy only if training hands it the new weights after each step."""
+
+    def __init__(self, inner: HFEngine, policy: torch.nn.Module):
+        import copy
+
+        self.policy = policy
+        self.inner = HFEngine(copy.deepcopy(policy), inner.tokenizer, inner.max_new_tokens, inner.temperature,
+                              inner.top_p, inner.batch_size, inner.dtype)
+        self.tokenizer, self.pad_id, self.eos_ids = inner.tokenizer, inner.pad_id, inner.eos_ids
+        self.batch_size, self.max_new_tokens = inner.batch_size, inner.max_new_tokens
+        self.synced, self.stale_generations = 0, 0
+
+    def generate(self, prompts, group_size=1, greedy=False, max_new_tokens=None) -> Rollouts:
+        copy_state, policy_state = self.inner.model.state_dict(), self.policy.state_dict()
+        self.stale_generations += not all(torch.equal(copy_state[k], policy_state[k]) for k in policy_state)
+        return self.inner.generate(prompts, group_size, greedy, max_new_tokens)
+
+    def sync_weights(self, model) -> None:
+        assert model is self.policy
+        self.inner.model.load_state_dict(model.state_dict())
+        self.synced += 1
+
+
+def test_training_uses_only_the_engine_protocol_and_syncs_after_every_step(tmp_path, monkeypatch):
+    import aha.training.loop as loop
+
+    engines = []
+
+    def recording(rollout, model, tokenizer, dtype, **kwargs):
+        engines.append(RecordingEngine(build_engine(rollout, model, tokenizer, dtype, **kwargs), model))
+        return engines[-1]
+
+    monkeypatch.setattr(loop, "build_engine", recording)
+    train(tiny_config(tmp_path, "run", "train.steps=3", "eval.before=true", "eval.after=true", "eval.limit=2"),
+          echo=lambda *_: None)
+    engine = engines[0]
+    assert engine.synced == 3 and engine.stale_generations == 0  # every sampling saw the current weights
+    records = [r for r in metrics(tmp_path / "run") if "reward/mean" in r]
+    assert len(records) == 3 and all(r["time/sync_s"] >= 0 for r in records)
+
+
+def test_an_unknown_engine_is_a_config_error():
+    from aha.config import ConfigError
+
+    with pytest.raises(ConfigError, match="rollout.engine"):
+        load_config(None, ["rollout.engine=vllm_typo"])

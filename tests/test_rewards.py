@@ -157,3 +157,11 @@ def test_batched_rewards_and_clipping(tmp_path):
 def test_clip_bounds_are_checked():
     with pytest.raises(ValueError, match=r"clip_min \(2.0\) is above clip_max \(1.0\)"):
         RewardSpec(fn="format", clip_min=2.0, clip_max=1.0)
+
+
+@pytest.mark.parametrize("ends, values", [((3, 0), (0.5, 0.5)), ((2,), (0.1, 0.2)), ((1.5,), (0.3,)), ((True,), (1.0,))])
+def test_step_scores_need_one_positive_integer_end_per_value(ends, values):
+    from aha.rewards import StepScores
+
+    with pytest.raises(ValueError, match="StepScores"):
+        StepScores(ends, values)

@@ -208,8 +208,8 @@ class KTOMethod(CursorMethod):
         everything = list(range(len(data.rows)))
         logps = reference if step == 0 else self._sequence_logps(data.sequences, everything, "held-out")
         rewards = self.cfg.beta * (logps - reference)
-        out = {"kto_eval/reward_desirable": float(rewards[data.desirable].mean()) if data.desirable.any() else 0.0,
-               "kto_eval/reward_undesirable": float(rewards[~data.desirable].mean()) if (~data.desirable).any() else 0.0}
+        out = {f"kto_eval/reward_{kind}": float(rewards[rows].mean())
+               for kind, rows in (("desirable", data.desirable), ("undesirable", ~data.desirable)) if rows.any()}
         chosen = {r["pair"]: i for i, r in enumerate(data.rows) if r["pair"] is not None and r["desirable"]}
         rejected = {r["pair"]: i for i, r in enumerate(data.rows) if r["pair"] is not None and not r["desirable"]}
         if chosen:

@@ -188,6 +188,25 @@ def test_reward_dithering_makes_tied_groups_informative(tmp_path):
         assert r["groups/trained"] == 3 and r["grad_norm"] > 0  # ...but dithered rewards give a gradient
 
 
+def test_dense_rewards_that_tie_in_total_but_land_on_different_tokens_keep_their_group(tmp_path):
+    # every completion is worth 1.0 in total, paid at its first character or at its end: with a
+    # token-level estimator the group still differs token by token, so dynamic sampling keeps it
+    (tmp_path / "where.py").write_text(
+        "from aha.rewards import StepScores\n"
+        "def where(completion, sample):\n"
+        "    if not completion:\n"
+        "        return 1.0\n"
+        "    return StepScores((1 if len(completion) % 2 else len(completion),), (1.0,))\n")
+    common = [f"reward=[{{fn: '{tmp_path / 'where.py'}:where'}}]", "algorithm.dynamic_sampling=true",
+              "algorithm.max_rounds=1", "eval.before=false", "eval.after=false", "train.steps=2"]
+    dense = metrics(Path(train(tiny_config(tmp_path, "dense", *common, "algorithm.advantage=reinforce_pp"),
+                               echo=QUIET).run_dir))
+    assert all(r["groups/zero_variance_frac"] == 1.0 for r in dense)  # the totals tie...
+    assert sum(r["groups/trained"] for r in dense) > 0 and all(r["grad_norm"] > 0 for r in dense if r["groups/trained"])
+    outcome = metrics(Path(train(tiny_config(tmp_path, "grpo", *common), echo=QUIET).run_dir))
+    assert all(r["groups/trained"] == 0 for r in outcome)  # ...and group-relative advantages see only totals
+
+
 def test_replay_buffer_keeps_informative_groups_and_fills_by_priority():
     G, rows = 2, 6
     ro = Rollouts(torch.zeros(rows, 2, dtype=torch.long), torch.ones(rows, 2, dtype=torch.long),

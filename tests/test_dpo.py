@@ -21,6 +21,8 @@ from test_training import assert_resumes_exactly, config_with_data, metrics
 PAIRS = [{"prompt": f"What is {a} * {b}?", "chosen": f"{a * b}.", "rejected": f"{a * b + d} or so, I think.",
           "subset": "near" if d < 3 else "far"} for a, b, d in [(3, 4, 1), (5, 6, 7), (7, 8, 2), (2, 9, 9), (6, 6, 1), (4, 7, 8)]]
 
+# dtype float32: the tests compare losses with plain fp32 forward passes at fp32 tolerances;
+# tests/test_precision.py runs each method under bf16 autocast on every CPU
 DPO = """
 method: dpo
 model: tiny
@@ -28,7 +30,7 @@ output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 dpo: {{data: {data}, eval_data: {data}, batch_size: 6}}
 rollout: {{max_new_tokens: 8}}
-train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false}}
+train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false, dtype: float32}}
 eval: {{before: false, after: false}}
 """
 
@@ -115,6 +117,13 @@ def test_dpo_resumes_exactly_with_its_cached_reference(tmp_path):
     tiny = load("tiny")
     first = sequence_logps(tiny.model, tiny.tokenizer, PAIRS[0]["prompt"], PAIRS[0]["chosen"])[0]
     assert float(held["train_chosen"][0]) == pytest.approx(first, rel=1e-5)
+
+
+def test_a_resume_with_another_max_length_is_refused_instead_of_reading_stale_reference_logps(tmp_path):
+    train(dpo_config(tmp_path, "run", "train.steps=2"), echo=lambda *_: None)
+    with pytest.raises(ValueError, match="reference log-probs in this dpo run's checkpoint were computed on other"):
+        train(dpo_config(tmp_path, "run", "train.steps=4", "dpo.max_length=38", "train.allow_config_change=true"),
+              echo=lambda *_: None)
 
 
 @pytest.mark.parametrize("line, message", [

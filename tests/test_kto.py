@@ -11,6 +11,7 @@ import torch
 from aha.config import ConfigError, load_config
 from aha.models import load
 from aha.tasks import TaskError
+from aha.training.kto import mismatched_partners
 from aha.training.loop import train
 from test_dpo import PAIRS, dpo_config, sequence_logps
 from test_training import assert_resumes_exactly, metrics
@@ -99,7 +100,10 @@ def test_kto_resumes_exactly_with_its_cached_reference(tmp_path):
     ('{"prompt": "What is 2 * 3?", "completion": "6", "label": "yes"}', r"data.jsonl:2: label must be true .* got 'yes'"),
     ('{"prompt": "What is 2 * 3?", "completion": "6"}', r"data.jsonl:2: missing field\(s\) label"),
     ('{"prompt": "What is 2 * 3?", "completion": "", "label": true}', "data.jsonl:2: completion must be a non-empty string"),
-    ('{"prompt": "What is 2 * 3?", "completion": "6", "label": true, "chosen": "6"}', "data.jsonl:2: .*either completion"),
+    ('{"prompt": "What is 2 * 3?", "completion": "6", "label": true, "chosen": "6"}',
+     "data.jsonl:2: a row holds either completion \\+ label or chosen \\+ rejected, not both"),
+    ('{"completion": "6", "label": true}', r"data.jsonl:2: missing field\(s\) prompt"),
+    ('{"chosen": "6", "rejected": "7"}', r"data.jsonl:2: missing field\(s\) prompt"),
     ('{"prompt": "What is 2 * 3?", "chosen": "6", "rejected": "6"}', "data.jsonl:2: chosen and rejected are the same"),
 ])
 def test_bad_kto_rows_name_file_and_line(tmp_path, line, message):
@@ -117,7 +121,34 @@ def test_kto_needs_two_prompts_for_its_reference_point(tmp_path):
         train(kto_config(tmp_path, "run", pairs=rows), echo=lambda *_: None)
 
 
-@pytest.mark.parametrize("option", ["dpo.online=true", "dpo.nll_coef=1.0"])
+@pytest.mark.parametrize("option", ["dpo.online=true", "dpo.nll_coef=1.0", "dpo.label_smoothing=0.1"])
 def test_kto_refuses_the_pair_only_options(option):
     with pytest.raises(ConfigError, match="dpo.loss=kto trains offline on labelled completions"):
         load_config(None, ["method=dpo", "dpo.loss=kto", "dpo.data=x.jsonl", option])
+
+
+def test_each_row_borrows_the_next_completion_of_another_prompt_and_the_same_label():
+    # the linear search against the plain definition, on rows with runs of repeated prompts
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(2, 12)
+        rows = [{"prompt": f"p{rng.randint(0, 2)}", "desirable": rng.random() < 0.5} for _ in range(n)]
+        if len({r["prompt"] for r in rows}) < 2:
+            continue
+        expected = []
+        for i, row in enumerate(rows):
+            after = [j % n for j in range(i + 1, i + n) if rows[j % n]["prompt"] != row["prompt"]]
+            same = [j for j in after if rows[j]["desirable"] == row["desirable"]]
+            expected.append(same[0] if same else after[0])
+        assert mismatched_partners(rows, "x.jsonl") == expected, rows
+
+
+def test_a_resume_over_edited_data_is_refused_instead_of_reading_stale_reference_logps(tmp_path):
+    train(kto_config(tmp_path, "run", "train.steps=2"), echo=lambda *_: None)
+    edited = [dict(PAIRS[0], chosen="12, surely."), *PAIRS[1:]]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in edited))
+    with pytest.raises(ValueError, match="reference log-probs in this kto run's checkpoint were computed on other"):
+        train(kto_config(tmp_path, "run", "train.steps=4", "train.allow_config_change=true"), echo=lambda *_: None)
+    assert [r["step"] for r in metrics(tmp_path / "run")] == [1, 2]  # nothing written lost

@@ -91,3 +91,28 @@ def test_one_bf16_update_keeps_fp32_weights_and_moves_them(sampled):
     for state in optimizer.state.values():
         assert all(v.dtype == torch.float32 for v in state.values() if v.is_floating_point())
     assert any(not torch.equal(before[name], p) for name, p in model.named_parameters())
+
+
+@pytest.mark.parametrize("method", ["sft", "simpo", "kto"])
+def test_each_sequence_method_trains_under_bf16_autocast_to_bf16_precision(tmp_path, caplog, method):
+    # their exact-value tests pin fp32; here the same first step under bf16 autocast: the loss
+    # agrees with fp32's to bf16 precision, and the run says which dtype it computed in
+    import logging
+
+    from aha.training.loop import train
+    from test_dpo import dpo_config
+    from test_kto import kto_config
+    from test_sft import sft_config
+    from test_training import metrics
+
+    simpo = lambda tmp, name, *overrides: dpo_config(tmp, name, "dpo.loss=simpo", *overrides)  # DPO's first loss is log 2
+    make, key = {"sft": (sft_config, "sft/loss"), "simpo": (simpo, "pref/loss"), "kto": (kto_config, "kto/loss")}[method]
+    losses = {}
+    for dtype in ("bfloat16", "float32"):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="aha.training.loop"):
+            train(make(tmp_path, dtype, f"train.dtype={dtype}", "train.lr=0", "train.steps=1"), echo=lambda *_: None)
+        assert f"compute dtype torch.{dtype}" in caplog.text
+        losses[dtype] = metrics(tmp_path / dtype)[0][key]
+    assert losses["bfloat16"] == pytest.approx(losses["float32"], rel=1e-2)
+    assert losses["bfloat16"] != losses["float32"]  # it did compute in bf16

@@ -227,7 +227,7 @@ def test_dense_prm_rewards_train_a_token_level_estimator(prm_run, tmp_path):
 def test_a_prm_is_the_reward_of_an_rl_run(prm_run, tmp_path):
     # the reward's score of a training solution is its min step probability from a plain forward
     row = ROWS[3]
-    reward = build_reward([RewardSpec(model=str(prm_run), name="prm")])  # default aggregate: min
+    reward = build_reward([RewardSpec(model=str(prm_run), name="prm")], dtype="float32")  # default aggregate: min
     scored = reward.score(["\n".join(row["steps"])], [row]).components["prm"]
     lm = load(str(prm_run / "checkpoints/step-6"))
     head = reward_head(64, 1, seed=0)

@@ -165,3 +165,15 @@ def test_step_scores_need_one_positive_integer_end_per_value(ends, values):
 
     with pytest.raises(ValueError, match="StepScores"):
         StepScores(ends, values)
+
+
+def test_step_scores_take_numpy_numbers_and_refuse_values_a_float32_tensor_cannot_hold():
+    import numpy as np
+    from aha.rewards import StepScores
+
+    scores = StepScores(np.array([3, 7]), np.array([0.25, 0.5], dtype=np.float32))
+    assert scores.ends == (3, 7) and scores.values == (0.25, 0.5) and float(scores) == 0.75
+    assert all(type(e) is int for e in scores.ends) and all(type(v) is float for v in scores.values)
+    for bad in (float("nan"), float("inf"), 1e39):
+        with pytest.raises(ValueError, match="finite numbers within float32's range"):
+            StepScores((3,), (bad,))

@@ -24,7 +24,7 @@ output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 sft: {{data: {data}, batch_size: 4}}
 rollout: {{max_new_tokens: 8}}
-train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false}}
+train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false, dtype: float32}}
 eval: {{before: false, after: false}}
 """
 
@@ -123,7 +123,7 @@ def test_bad_sft_data_names_file_and_line_and_leaves_no_run_folder(tmp_path, lin
 
 def test_a_prompt_longer_than_max_length_is_an_error_naming_it(tmp_path):
     rows = [{"prompt": "y" * 100, "response": "ok"}]
-    with pytest.raises(TaskError, match=r"sft.jsonl:1: the prompt is \d+ tokens"):
+    with pytest.raises(TaskError, match=r"sft.jsonl:1: the prompt is \d+ tokens.*within sft.max_length=50"):
         train(sft_config(tmp_path, "run", "sft.max_length=50", rows=rows), echo=lambda *_: None)
 
 

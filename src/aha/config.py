@@ -300,8 +300,9 @@ class Config(Strict):
             problems.append("method=dpo needs dpo.data (a JSONL file of {prompt, chosen, rejected}) or dpo.online=true")
         if self.method == "dpo" and self.dpo.loss == "orpo" and self.dpo.nll_coef:
             problems.append("dpo.nll_coef adds an NLL term that dpo.loss=orpo already has: set one of them")
-        if self.method == "dpo" and self.dpo.loss == "kto" and (self.dpo.online or self.dpo.nll_coef):
-            problems.append("dpo.loss=kto trains offline on labelled completions: dpo.online and dpo.nll_coef are for the pair losses")
+        if self.method == "dpo" and self.dpo.loss == "kto" and (self.dpo.online or self.dpo.nll_coef or self.dpo.label_smoothing):
+            problems.append("dpo.loss=kto trains offline on labelled completions: dpo.online, dpo.nll_coef and "
+                            "dpo.label_smoothing are for the pair losses")
         if self.method == "dpo" and self.dpo.data and self.dpo.online:
             problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
         if self.method == "rm" and not self.rm.data:

@@ -8,6 +8,8 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import math
+import numbers
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,9 @@ SHORT_NAMES = {
 }
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # step rewards become float32 tensors
+
+
 class RewardError(ValueError):
     """A reward spec that cannot be used; the message names the config key."""
 
@@ -51,8 +56,12 @@ class StepScores:
     def __post_init__(self):
         if len(self.ends) != len(self.values):
             raise ValueError(f"StepScores needs one end per value, got {len(self.ends)} ends and {len(self.values)} values")
-        if any(isinstance(e, bool) or not isinstance(e, int) or e < 1 for e in self.ends):
+        if any(isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 1 for e in self.ends):
             raise ValueError(f"StepScores ends are character offsets after each step (integers >= 1), got {self.ends}")
+        object.__setattr__(self, "ends", tuple(int(e) for e in self.ends))  # numpy integers too
+        object.__setattr__(self, "values", tuple(float(v) for v in self.values))
+        if any(not math.isfinite(v) or abs(v) > FLOAT32_MAX for v in self.values):
+            raise ValueError(f"StepScores values must be finite numbers within float32's range, got {self.values}")
 
     def __float__(self) -> float:
         return float(sum(self.values))

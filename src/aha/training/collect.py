@@ -129,6 +129,10 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         informative = ~zero_variance_groups(grouped)
         if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
             informative |= (grouped != baseline.view(-1, G)).any(dim=1)
+        if step_rewards is not None and algo.advantage in ("reinforce_pp", "gae"):
+            # equal totals paid at different tokens still differ token by token
+            steps = step_rewards.view(-1, G, step_rewards.shape[1])
+            informative |= (steps != steps[:, :1]).any(dim=2).any(dim=1)
         groups_seen += grouped.shape[0]
         zero_var += int(zero_variance_groups(shaped[-1].view(-1, G)).sum())
         keep = informative if algo.dynamic_sampling else torch.ones_like(informative)

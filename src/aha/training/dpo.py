@@ -20,8 +20,8 @@ from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
 from aha.training.method import CursorMethod, Setup
 from aha.training.online_pairs import sampled_pairs
-from aha.training.sequences import (Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs,
-                                    token_logprobs)
+from aha.training.sequences import (Pairs, accumulated_step, cached_reference, encode_pairs, pair_micro_batches,
+                                    read_pairs, sequences_id, token_logprobs)
 
 
 @dataclass
@@ -104,7 +104,7 @@ class PreferenceMethod(CursorMethod):
         config = setup.config
         self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
         self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
-        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length) for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "dpo.max_length") for split, found in rows.items()}
         self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
         self.ref_model = None  # offline: the reference log-probs are computed before the first update instead
         if self.cfg.online:  # pairs sampled from the policy, scored against the starting weights
@@ -223,12 +223,18 @@ class PreferenceMethod(CursorMethod):
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
         return pair_accuracy(chosen_r, rejected_r, p.chosen, p.rejected, pairs.rows)
 
+    def _data_id(self) -> str:
+        return sequences_id({f"{split}_{side}": getattr(pairs, side) for split, pairs in self.pairs.items()
+                             for side in ("chosen", "rejected")}, "pairs")
+
     def extra_state(self) -> dict | None:
-        return {"reference_logps": self.reference} if self.reference is not None else None
+        if self.reference is None:
+            return None
+        return {"reference_logps": self.reference, "reference_data": self._data_id()}
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
         super().restore(state, extra, metrics)
-        self.reference = extra.get("reference_logps")
+        self.reference = cached_reference(extra, self._data_id(), "dpo")
         if self.needs_reference and self.reference is None and self.ref_model is None:
             raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
                              "gone: start this dpo run afresh in a new output_dir")

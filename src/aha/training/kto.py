@@ -30,16 +30,13 @@ from aha.tasks.prompts import prompt_text
 from aha.models.compute import stop_token
 from aha.training.method import CursorMethod, Setup
 from aha.training.dpo import pair_accuracy
-from aha.training.sequences import (Sequence, accumulated_step, check_pair, check_texts, encode_sequences,
-                                    micro_batches, token_logprobs)
+from aha.training.sequences import (Sequence, accumulated_step, cached_reference, check_pair, check_texts,
+                                    encode_sequences, micro_batches, sequences_id, token_logprobs)
 
 
 def _missing(row: dict) -> str | None:
-    if "completion" in row or "label" in row:
-        if "chosen" in row or "rejected" in row:
-            return "none: a row holds either completion + label or chosen + rejected, not both"
-        return ", ".join(k for k in ("completion", "label") if k not in row) or None
-    return ", ".join(k for k in ("chosen", "rejected") if k not in row) or None
+    fields = ("completion", "label") if "completion" in row or "label" in row else ("chosen", "rejected")
+    return ", ".join(k for k in ("prompt", *fields) if k not in row) or None
 
 
 def read_labelled(path: Path) -> list[dict]:
@@ -49,6 +46,8 @@ def read_labelled(path: Path) -> list[dict]:
     completions of one pair, else None)."""
     out, pairs = [], 0
     for where, row in read_prompt_rows(path, _missing, "data", "examples"):
+        if ("completion" in row or "label" in row) and ("chosen" in row or "rejected" in row):
+            raise TaskError(f"{where}: a row holds either completion + label or chosen + rejected, not both")
         common = {"prompt": row["prompt"], "where": where, **({"subset": str(row["subset"])} if "subset" in row else {})}
         if "completion" in row:
             check_texts(row, ("completion",), where)
@@ -72,15 +71,31 @@ def mismatched_partners(rows: list[dict], path: str) -> list[int]:
     (TRL rotates the batch's own completions); a pair's chosen and rejected rows would
     otherwise both borrow the next pair's chosen completion."""
     keys = [json.dumps(r["prompt"], sort_keys=True) for r in rows]
+    any_label = _next_with_other_prompt(list(range(len(rows))), keys)
+    same_label = {}
+    for label in (True, False):
+        same_label.update(_next_with_other_prompt([i for i, r in enumerate(rows) if r["desirable"] == label], keys))
     partners = []
-    for i, key in enumerate(keys):
-        after = [j % len(keys) for j in range(i + 1, i + len(keys)) if keys[j % len(keys)] != key]
-        j = next((j for j in after if rows[j]["desirable"] == rows[i]["desirable"]), after[0] if after else None)
+    for i in range(len(rows)):
+        j = same_label[i] if same_label[i] is not None else any_label[i]
         if j is None:
             raise TaskError(f"{path}: dpo.loss=kto needs completions of at least two different prompts (its "
                             "reference point pairs each prompt with another prompt's completion)")
         partners.append(j)
     return partners
+
+
+def _next_with_other_prompt(order: list[int], keys: list[str]) -> dict[int, int | None]:
+    """For each row of order, the first row after it (cyclically, in order) whose prompt key
+    differs, or None: one backward pass over order twice, linear in its length."""
+    twice, found = order + order, {}
+    following: int | None = None  # position in twice of the next row whose key differs from the current run's
+    for k in range(len(twice) - 1, -1, -1):
+        if k + 1 < len(twice) and keys[twice[k + 1]] != keys[twice[k]]:
+            following = k + 1
+        if k < len(order):
+            found[order[k]] = twice[following] if following is not None and following < k + len(order) else None
+    return found
 
 
 @dataclass
@@ -97,7 +112,7 @@ class Labelled:
 def encode_labelled(setup: Setup, rows: list[dict], max_length: int, path: str, with_mismatched: bool) -> Labelled:
     s = setup
     sequences = encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r["completion"] for r in rows],
-                                 stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows])
+                                 stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows], "dpo.max_length")
     mismatched = []
     if with_mismatched:
         for seq, j in zip(sequences, mismatched_partners(rows, path)):
@@ -186,10 +201,11 @@ class KTOMethod(CursorMethod):
         logps = torch.cat([lp for _, lp in seen])
         rewards = self.cfg.beta * (logps - reference["train"][order])
         liked = train.desirable[order]
-        mean = lambda x: float(x.mean()) if len(x) else 0.0
-        record = {"step": step, "kto/loss": update.pop("loss/total"), **update, "kto/z0": float(z0),
-                  "kto/reward_desirable": mean(rewards[liked]), "kto/reward_undesirable": mean(rewards[~liked]),
-                  "logps/desirable": mean(logps[liked]), "logps/undesirable": mean(logps[~liked]),
+        by_kind = {}
+        for kind, rows in (("desirable", liked), ("undesirable", ~liked)):
+            if rows.any():  # none of this kind in the batch: no key (a log-prob of 0 would read as certainty)
+                by_kind[f"kto/reward_{kind}"], by_kind[f"logps/{kind}"] = float(rewards[rows].mean()), float(logps[rows].mean())
+        record = {"step": step, "kto/loss": update.pop("loss/total"), **update, "kto/z0": float(z0), **by_kind,
                   "kto/desirable_share": float(liked.float().mean()),
                   "kto/truncated": sum(train.sequences[i].truncated for i in picked), "kto/epoch": self.sampler.epoch,
                   "train/nothing_to_train": 0.0, "time/step_s": time.time() - t0}
@@ -217,12 +233,21 @@ class KTOMethod(CursorMethod):
             out.update(pair_accuracy(rewards[c], rewards[r], logps[c], logps[r], [data.rows[i] for i in c]))
         return out
 
+    def _data_id(self) -> str:
+        named = {f"{split}_{kind}": getattr(data, kind) for split, data in self.data.items()
+                 for kind in ("sequences", "mismatched")}
+        labels = ";".join(f"{split}:{''.join('1' if d else '0' for d in data.desirable.tolist())}"
+                          for split, data in sorted(self.data.items()))
+        return sequences_id(named, f"kto {labels}")
+
     def extra_state(self) -> dict | None:
-        return {"reference_logps": self.reference} if self.reference is not None else None
+        if self.reference is None:
+            return None
+        return {"reference_logps": self.reference, "reference_data": self._data_id()}
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
         super().restore(state, extra, metrics)
-        self.reference = extra.get("reference_logps")
+        self.reference = cached_reference(extra, self._data_id(), "kto")
         if self.reference is None:
             raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
                              "gone: start this kto run afresh in a new output_dir")

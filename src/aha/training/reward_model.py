@@ -41,7 +41,7 @@ class RMMethod(CursorMethod):
         head = reward_head(setup.model.config.hidden_size, self.cfg.heads, config.seed,
                            getattr(setup.model.config, "initializer_range", 0.02))
         self.rm = RewardModel(setup.model, head, setup.engine.pad_id)
-        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length) for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "rm.max_length") for split, found in rows.items()}
         n = len(self.pairs["train"].rows)
         self.sampler = PromptSampler(list(range(n)), config.seed)
         self.weights = bootstrap_weights(n, self.cfg.heads, config.seed)  # (n, heads)

@@ -5,6 +5,7 @@ by token with gradient."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,21 +66,45 @@ class Sequence:
 
 
 def encode_sequences(tokenizer, task: Task, prompts: list, completions: list[str], stop: int, max_length: int,
-                     where: list[str]) -> list[Sequence]:
+                     where: list[str], length_key: str = "max_length") -> list[Sequence]:
     """Prompts through the chat template (as they will be asked at evaluation), completions
     as plain tokens + stop. A completion longer than the budget loses its end (and its stop
     token); a prompt that leaves no room for one completion token is an error naming where
-    it came from (file:line)."""
+    it came from (file:line) and the config key of the budget (length_key)."""
     prompt_ids = encode_prompts(tokenizer, task, [{"prompt": p} for p in prompts])
     out = []
     for ids, text, place in zip(prompt_ids, completions, where):
         if len(ids) >= max_length:
             raise TaskError(f"{place}: the prompt is {len(ids)} tokens, leaving no room for a completion within "
-                            f"max_length={max_length}; raise max_length or shorten the prompt")
+                            f"{length_key}={max_length}; raise {length_key} or shorten the prompt")
         completion = tokenizer(text, add_special_tokens=False)["input_ids"] + [stop]
         room = max_length - len(ids)
         out.append(Sequence(tuple(ids), tuple(completion[:room]), len(completion) > room))
     return out
+
+
+def sequences_id(named: dict[str, list[Sequence]], kind: str) -> str:
+    """A fingerprint of named lists of token sequences and of the kind of method (and its
+    labels) they serve: what cached reference log-probs were computed on, so that a resume
+    over other data (an edited or longer file, another max_length, another loss) is refused
+    instead of reading the wrong numbers."""
+    digest = hashlib.sha256(kind.encode())
+    for name in sorted(named):
+        digest.update(f"{name}:{len(named[name])};".encode())
+        for s in named[name]:
+            digest.update(f"{s.prompt}|{s.completion};".encode())
+    return digest.hexdigest()
+
+
+def cached_reference(extra: dict, data_id: str, method: str) -> dict | None:
+    """The reference log-probs a checkpoint holds (None if it holds none), refused when they
+    were computed on other sequences than this run's."""
+    reference, held = extra.get("reference_logps"), extra.get("reference_data")
+    if reference is not None and held is not None and held != data_id:
+        raise ValueError(f"the reference log-probs in this {method} run's checkpoint were computed on other sequences: "
+                         "dpo.data, dpo.eval_data, dpo.max_length, dpo.loss or the files' contents changed since the run "
+                         "started. Resume with the data it started with, or start afresh in a new output_dir")
+    return reference
 
 
 def pad(sequences: list[Sequence], pad_id: int) -> tuple[torch.Tensor, ...]:
@@ -144,11 +169,12 @@ class Pairs:
         return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
 
 
-def encode_pairs(setup, rows: list[dict], max_length: int) -> Pairs:
+def encode_pairs(setup, rows: list[dict], max_length: int, length_key: str) -> Pairs:
     """Both completions of each row after its prompt, as encode_sequences makes them."""
     s = setup
     encode = lambda key: encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r[key] for r in rows],
-                                          stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows])
+                                          stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows],
+                                          length_key)
     return Pairs(rows, encode("chosen"), encode("rejected"))
 
 

@@ -47,7 +47,8 @@ class SFTMethod(CursorMethod):
         self.pad_id = setup.engine.pad_id
         self.rows = rows
         self.sequences = encode_sequences(tokenizer, setup.task, [r["prompt"] for r in rows], [r["response"] for r in rows],
-                                          stop_token(tokenizer, setup.model), config.sft.max_length, [r["where"] for r in rows])
+                                          stop_token(tokenizer, setup.model), config.sft.max_length, [r["where"] for r in rows],
+                                          "sft.max_length")
         self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
         train = config.train

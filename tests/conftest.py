@@ -5,6 +5,13 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# rollout.engine=auto would pick vLLM wherever `make vllm` made .venv-vllm, and start a worker
+# in every test: the suite samples with the HF engine; tests/test_vllm.py asks for vLLM itself
+from aha.rollout.vllm_engine import vllm_python  # noqa: E402
+
+VLLM_PYTHON = vllm_python(None)
+os.environ["AHA_VLLM_PYTHON"] = ""
+
 
 import json
 import re

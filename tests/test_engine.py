@@ -2,6 +2,7 @@
 uses nothing of an engine but the Engine protocol, syncing weights after every step."""
 
 import typing
+from pathlib import Path
 
 import pytest
 import torch
@@ -41,7 +42,7 @@ class RecordingEngine:
                               inner.top_p, inner.batch_size, inner.dtype)
         self.tokenizer, self.pad_id, self.eos_ids = inner.tokenizer, inner.pad_id, inner.eos_ids
         self.batch_size, self.max_new_tokens = inner.batch_size, inner.max_new_tokens
-        self.synced, self.stale_generations = 0, 0
+        self.synced, self.stale_generations, self.sync_seconds, self.closed = 0, 0, 0.0, False
 
     def generate(self, prompts, group_size=1, greedy=False, max_new_tokens=None) -> Rollouts:
         copy_state, policy_state = self.inner.model.state_dict(), self.policy.state_dict()
@@ -50,8 +51,15 @@ class RecordingEngine:
 
     def sync_weights(self, model) -> None:
         assert model is self.policy
+        import time
+
+        t0 = time.time()
         self.inner.model.load_state_dict(model.state_dict())
         self.synced += 1
+        self.sync_seconds += time.time() - t0
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def test_training_uses_only_the_engine_protocol_and_syncs_after_every_step(tmp_path, monkeypatch):
@@ -68,8 +76,12 @@ def test_training_uses_only_the_engine_protocol_and_syncs_after_every_step(tmp_p
           echo=lambda *_: None)
     engine = engines[0]
     assert engine.synced == 3 and engine.stale_generations == 0  # every sampling saw the current weights
+    assert engine.closed  # the run let go of it
     records = [r for r in metrics(tmp_path / "run") if "reward/mean" in r]
-    assert len(records) == 3 and all(r["time/sync_s"] >= 0 for r in records)
+    assert len(records) == 3 and all(r["time/sync_s"] > 0 for r in records)
+    # resumed: the engine is built over the starting weights, before the checkpoint is loaded
+    train(tiny_config(tmp_path, "run", "train.steps=5", "train.allow_config_change=true"), echo=lambda *_: None)
+    assert engines[1].stale_generations == 0 and engines[1].synced == 1 + 2 and engines[1].closed
 
 
 def test_an_unknown_engine_is_a_config_error():
@@ -77,3 +89,28 @@ def test_an_unknown_engine_is_a_config_error():
 
     with pytest.raises(ConfigError, match="rollout.engine"):
         load_config(None, ["rollout.engine=vllm_typo"])
+
+
+def test_vllm_without_its_environment_is_an_error_naming_the_keys(tmp_path):
+    from aha.rollout.vllm_engine import VLLMEngineError
+
+    tiny = load("tiny")
+    rollout = RolloutConfig(engine="vllm", vllm_python=str(tmp_path / "nowhere/python"))
+    with pytest.raises(VLLMEngineError, match=r"needs the Python of an environment with vLLM .*rollout.vllm_python"):
+        build_engine(rollout, tiny.model, tiny.tokenizer, torch.float32)
+    with pytest.raises(ValueError, match="cannot report self-certainty"):
+        build_engine(rollout, tiny.model, tiny.tokenizer, torch.float32, self_certainty=True)
+
+
+def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, monkeypatch, caplog):
+    # a Python without vLLM: the worker fails at its import, the engine says why and auto goes on
+    import logging
+    import sys
+
+    tiny = load("tiny")
+    monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
+    with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
+        engine = build_engine(RolloutConfig(engine="auto"), tiny.model, tiny.tokenizer, torch.float32)
+    assert isinstance(engine, HFEngine)
+    assert "vLLM at" in caplog.text and "did not start" in caplog.text and "No module named 'vllm'" in caplog.text
+    assert not list(Path("/dev/shm").glob("aha-vllm-*"))  # the failed worker's folder is gone

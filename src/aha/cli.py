@@ -192,8 +192,12 @@ def _eval(config, checkpoint: str | None, model: str | None, output: str | None)
         loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
         if checkpoint:
             load_weights(loaded.model, Path(checkpoint))
-        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype))
-        result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
+        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype),
+                              seed=config.seed)
+        try:
+            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
+        finally:
+            engine.close()
     finally:
         scorer.close()
     if output:

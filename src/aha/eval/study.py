@@ -91,9 +91,12 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
         if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
             loaded = load_for_eval(label, config)
             engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), max_new,
-                                  self_certainty=True)
-            by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
-                                      have=have)
+                                  self_certainty=True, seed=config.seed)
+            try:
+                by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
+                                          have=have)
+            finally:
+                engine.close()
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
         for name, (reward, spec) in rankers.items():

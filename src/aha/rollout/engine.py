@@ -4,12 +4,15 @@ pass@k study ask build_engine; nothing else names an engine class."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 import torch
 
 from aha.config import RolloutConfig
 from aha.rollout.rollouts import Rollouts
+
+log = logging.getLogger(__name__)
 
 
 class Engine(Protocol):
@@ -25,6 +28,7 @@ class Engine(Protocol):
     eos_ids: list[int]  # a completion ends at the first of these (included in its mask)
     batch_size: int  # sequences per generation call: memory, not results
     max_new_tokens: int
+    sync_seconds: float  # time spent so far handing new weights to the engine (time/sync_s)
 
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
                  max_new_tokens: int | None = None) -> Rollouts:
@@ -33,24 +37,47 @@ class Engine(Protocol):
         ...
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        """Sample from model's current weights from now on."""
+        """Sample from model's current weights from the next generate on."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds outside this process (a worker); safe to call twice."""
         ...
 
 
 # what rollout.engine may name besides auto, in the order auto prefers them (a test holds the
 # config's allowed values to it)
-ENGINES = ("hf",)
+ENGINES = ("vllm", "hf")
 
 
 def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtype: torch.dtype,
-                 max_new_tokens: int | None = None, self_certainty: bool = False) -> Engine:
-    """The engine rollout.engine names (auto: the fastest one installed) over model's weights.
-    max_new_tokens overrides the rollout's (evaluation budgets); self_certainty makes the
-    engine also report each token's self-certainty (best-of-N ranking)."""
-    name = "hf" if rollout.engine == "auto" else rollout.engine
-    if name == "hf":
+                 max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0) -> Engine:
+    """The engine rollout.engine names over model's weights; auto: vLLM where an environment
+    with it is found (rollout.vllm_python, $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and
+    starts, else the HF engine. max_new_tokens overrides the rollout's (evaluation budgets);
+    self_certainty makes the engine also report each token's self-certainty (best-of-N
+    ranking), which needs every step's full logits: only the HF engine has them."""
+    from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
+
+    max_new = max_new_tokens or rollout.max_new_tokens
+    if rollout.engine == "vllm":
+        if self_certainty:
+            raise ValueError("rollout.engine=vllm cannot report self-certainty (it needs every step's full logits): "
+                             "use rollout.engine=hf for self-certainty ranking")
+        return VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
+                          vllm_python(rollout.vllm_python), seed)
+    if rollout.engine == "auto" and not self_certainty:
+        python = vllm_python(rollout.vllm_python)
+        if python is not None:
+            try:
+                return VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size,
+                                  dtype, python, seed)
+            except VLLMEngineError as err:
+                log.warning("rollout.engine=auto: vLLM at %s did not start, sampling with the HF engine instead: %s",
+                            python, err)
+    if rollout.engine in ("auto", "hf"):
         from aha.rollout.hf_engine import HFEngine
 
-        return HFEngine(model, tokenizer, max_new_tokens or rollout.max_new_tokens, rollout.temperature, rollout.top_p,
-                        rollout.batch_size, dtype, self_certainty=self_certainty)
+        return HFEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
+                        self_certainty=self_certainty)
     raise ValueError(f"rollout.engine: unknown engine {rollout.engine!r} (known: auto, {', '.join(ENGINES)})")

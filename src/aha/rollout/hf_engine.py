@@ -25,6 +25,10 @@ class HFEngine:
         eos = model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos]
         self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
+        self.sync_seconds = 0.0  # it samples from the policy's own modules: nothing is ever copied
+
+    def close(self) -> None:
+        pass
 
     def sync_weights(self, model) -> None:
         """Nothing to copy: this engine samples from the policy's own modules. Any other

@@ -201,13 +201,16 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
     dtype = resolve_dtype(config.train.dtype)
     log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
              dtype, len(task.train), len(task.eval))
-    engine = build_engine(config.rollout, model, tokenizer, dtype)
-    setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
-    method = method_class(setup, prepared)
+    engine = build_engine(config.rollout, model, tokenizer, dtype, seed=config.seed)
     try:
-        return _loop(config, run, checkpoints, changes, echo, method, setup)
+        setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
+        method = method_class(setup, prepared)
+        try:
+            return _loop(config, run, checkpoints, changes, echo, method, setup)
+        finally:
+            method.close()
     finally:
-        method.close()
+        engine.close()
 
 
 def _loop(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, method: Method,
@@ -215,6 +218,7 @@ def _loop(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, m
     start, accuracy_before = 0, None
     if config.train.resume and checkpoints:
         start, accuracy_before = _resume(method, run, checkpoints, changes, echo)
+        setup.engine.sync_weights(setup.model)  # an engine with its own copy must sample the resumed weights
     else:
         run.truncate_after(-1)
     run.write_config(dump_config(config))
@@ -268,10 +272,12 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
         with DeferredInterrupt(echo) as interrupt:
             for step in bar:
                 in_step = True
+                synced = setup.engine.sync_seconds
                 record, examples = method.step(step)
-                t_sync = time.time()  # the engine samples from the new weights from here on
-                setup.engine.sync_weights(setup.model)
-                record["time/sync_s"] = time.time() - t_sync
+                setup.engine.sync_weights(setup.model)  # the engine samples from the new weights from here on
+                # the time this step spent handing weights to the engine (an engine may do it
+                # lazily, at its next generate: then it is the previous update's weights)
+                record["time/sync_s"] = setup.engine.sync_seconds - synced
                 in_step = False
                 run.log_metrics(record)
                 method.after_step(record, echo)

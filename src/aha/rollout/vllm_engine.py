@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from aha.models.compute import stop_ids
 from aha.rollout.rollouts import Rollouts, left_pad
 
 START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
@@ -71,9 +72,7 @@ class VLLMEngine:
         self.batch_size = batch_size
         self.dtype = dtype
         self.pad_id = tokenizer.pad_token_id
-        eos = model.generation_config.eos_token_id
-        eos = eos if isinstance(eos, list) else [eos]
-        self.eos_ids = sorted({tokenizer.eos_token_id, *[e for e in eos if e is not None]})
+        self.eos_ids = stop_ids(tokenizer, model)
         self.sync_seconds = 0.0  # time spent handing new weights to vLLM, for time/sync_s
         self._stale = False
         shm = Path("/dev/shm")

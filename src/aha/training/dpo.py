@@ -20,7 +20,7 @@ from aha.tasks.base import resolve_path
 from aha.tasks.prompts import prompt_text
 from aha.training.method import CursorMethod, Setup
 from aha.training.online_pairs import sampled_pairs
-from aha.training.sequences import (Pairs, accumulated_step, cached_reference, encode_pairs, pair_micro_batches,
+from aha.training.sequences import (CachedReference, Pairs, accumulated_step, encode_pairs, pair_micro_batches,
                                     read_pairs, sequences_id, token_logprobs)
 
 
@@ -93,7 +93,9 @@ def pair_accuracy(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor, 
     return out
 
 
-class PreferenceMethod(CursorMethod):
+class PreferenceMethod(CachedReference, CursorMethod):
+    method_name = "dpo"
+
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         read = lambda path: read_pairs(resolve_path(path, config.base_dir), with_margin=False) if path else []
@@ -223,21 +225,12 @@ class PreferenceMethod(CursorMethod):
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
         return pair_accuracy(chosen_r, rejected_r, p.chosen, p.rejected, pairs.rows)
 
-    def _data_id(self) -> str:
+    def data_id(self) -> str:
         return sequences_id({f"{split}_{side}": getattr(pairs, side) for split, pairs in self.pairs.items()
                              for side in ("chosen", "rejected")}, "pairs")
 
-    def extra_state(self) -> dict | None:
-        if self.reference is None:
-            return None
-        return {"reference_logps": self.reference, "reference_data": self._data_id()}
-
-    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        super().restore(state, extra, metrics)
-        self.reference = cached_reference(extra, self._data_id(), "dpo")
-        if self.needs_reference and self.reference is None and self.ref_model is None:
-            raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
-                             "gone: start this dpo run afresh in a new output_dir")
+    def reference_required(self) -> bool:  # online runs keep the starting weights instead
+        return self.needs_reference and self.ref_model is None
 
     def postfix(self, record: dict) -> dict:
         if "pref/loss" not in record:  # online: no prompt gave a pair this step

@@ -30,7 +30,7 @@ from aha.tasks.prompts import prompt_text
 from aha.models.compute import stop_token
 from aha.training.method import CursorMethod, Setup
 from aha.training.dpo import pair_accuracy
-from aha.training.sequences import (Sequence, accumulated_step, cached_reference, check_pair, check_texts,
+from aha.training.sequences import (CachedReference, Sequence, accumulated_step, check_pair, check_texts,
                                     encode_sequences, micro_batches, sequences_id, token_logprobs)
 
 
@@ -122,7 +122,9 @@ def encode_labelled(setup: Setup, rows: list[dict], max_length: int, path: str, 
     return Labelled(rows, sequences, torch.tensor([r["desirable"] for r in rows]), mismatched)
 
 
-class KTOMethod(CursorMethod):
+class KTOMethod(CachedReference, CursorMethod):
+    method_name = "kto"
+
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         paths = {"train": config.dpo.data, "eval": config.dpo.eval_data}
@@ -233,24 +235,12 @@ class KTOMethod(CursorMethod):
             out.update(pair_accuracy(rewards[c], rewards[r], logps[c], logps[r], [data.rows[i] for i in c]))
         return out
 
-    def _data_id(self) -> str:
+    def data_id(self) -> str:
         named = {f"{split}_{kind}": getattr(data, kind) for split, data in self.data.items()
                  for kind in ("sequences", "mismatched")}
         labels = ";".join(f"{split}:{''.join('1' if d else '0' for d in data.desirable.tolist())}"
                           for split, data in sorted(self.data.items()))
         return sequences_id(named, f"kto {labels}")
-
-    def extra_state(self) -> dict | None:
-        if self.reference is None:
-            return None
-        return {"reference_logps": self.reference, "reference_data": self._data_id()}
-
-    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
-        super().restore(state, extra, metrics)
-        self.reference = cached_reference(extra, self._data_id(), "kto")
-        if self.reference is None:
-            raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
-                             "gone: start this kto run afresh in a new output_dir")
 
     def postfix(self, record: dict) -> dict:
         return {"loss": f"{record['kto/loss']:.3f}", "z0": f"{record['kto/z0']:.3f}",

@@ -96,15 +96,39 @@ def sequences_id(named: dict[str, list[Sequence]], kind: str) -> str:
     return digest.hexdigest()
 
 
-def cached_reference(extra: dict, data_id: str, method: str) -> dict | None:
-    """The reference log-probs a checkpoint holds (None if it holds none), refused when they
-    were computed on other sequences than this run's."""
-    reference, held = extra.get("reference_logps"), extra.get("reference_data")
-    if reference is not None and held is not None and held != data_id:
-        raise ValueError(f"the reference log-probs in this {method} run's checkpoint were computed on other sequences: "
-                         "dpo.data, dpo.eval_data, dpo.max_length, dpo.loss or the files' contents changed since the run "
-                         "started. Resume with the data it started with, or start afresh in a new output_dir")
-    return reference
+class CachedReference:
+    """For a method that computes its reference log-probs once, before the first update, and
+    keeps them in its checkpoints (dict name -> (N,) tensor in self.reference). A resume
+    over other sequences than those they were computed on is refused, not read wrongly.
+    The method says which sequences (data_id), its name for messages, and whether it cannot
+    go on without them (reference_required)."""
+
+    method_name: str
+    reference: dict | None
+
+    def data_id(self) -> str:
+        raise NotImplementedError
+
+    def reference_required(self) -> bool:
+        return True
+
+    def extra_state(self) -> dict | None:
+        if self.reference is None:
+            return None
+        return {"reference_logps": self.reference, "reference_data": self.data_id()}
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        super().restore(state, extra, metrics)
+        reference, held = extra.get("reference_logps"), extra.get("reference_data")
+        if reference is not None and held is not None and held != self.data_id():
+            raise ValueError(f"the reference log-probs in this {self.method_name} run's checkpoint were computed on "
+                             "other sequences: dpo.data, dpo.eval_data, dpo.max_length, dpo.loss or the files' contents "
+                             "changed since the run started. Resume with the data it started with, or start afresh in "
+                             "a new output_dir")
+        self.reference = reference
+        if self.reference is None and self.reference_required():
+            raise ValueError("the checkpoint holds no reference log-probs, and the weights the run started from are "
+                             f"gone: start this {self.method_name} run afresh in a new output_dir")
 
 
 def pad(sequences: list[Sequence], pad_id: int) -> tuple[torch.Tensor, ...]:

@@ -1,0 +1,38 @@
+"""Sampling throughput of one engine alone: 64 sequences (8 prompts x 8 samples, and 64
+prompts x 1) of the demo's task, up to 128 new tokens, two repeats after a warm-up.
+Counted tokens are each completion's up to and including its stop token.
+
+    python bench/engine_throughput.py hf|vllm|auto     (docs/performance.md)"""
+
+import sys
+import time
+
+from aha.config import load_config
+from aha.models import load
+from aha.models.compute import resolve_dtype
+from aha.rollout import build_engine
+from aha.tasks import build_task, encode_prompts
+
+
+def main(engine_name: str) -> None:
+    config = load_config("configs/quickstart.yaml", [f"rollout.engine={engine_name}", "rollout.max_new_tokens=128"])
+    lm = load(config.model)
+    task = build_task(config.task, config.base_dir)
+    engine = build_engine(config.rollout, lm.model, lm.tokenizer, resolve_dtype(config.train.dtype), seed=config.seed)
+    try:
+        for label, n_prompts, group in (("8x8", 8, 8), ("64x1", 64, 1)):
+            prompts = encode_prompts(lm.tokenizer, task, task.train[:n_prompts])
+            engine.generate(prompts[:2], group_size=2, max_new_tokens=4)  # warm-up
+            for rep in range(2):
+                t0 = time.perf_counter()
+                rollouts = engine.generate(prompts, group_size=group)
+                seconds = time.perf_counter() - t0
+                tokens = float(rollouts.completion_mask.sum())
+                print(f"{engine_name} {label} repeat {rep + 1}: {tokens:.0f} tokens in {seconds:.1f} s = "
+                      f"{tokens / seconds:.0f} tokens/s", flush=True)
+    finally:
+        engine.close()
+
+
+if __name__ == "__main__":  # the vLLM engine's worker is a process of its own
+    main(sys.argv[1] if len(sys.argv) > 1 else "auto")

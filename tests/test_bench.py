@@ -47,3 +47,15 @@ def test_bench_needs_two_steps(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "configs/quickstart.yaml", "--steps", "1"])
     assert "--steps must be at least 2" in capsys.readouterr().err
+
+
+def test_trl_gets_aha_micro_batches_and_settings_it_cannot_match_are_refused(capsys):
+    from aha.config import load_config
+    from aha.perf.trl_grpo import micro_batch, unmatched
+
+    assert micro_batch(64, 16) == 16 and micro_batch(24, 16) == 12 and micro_batch(7, 4) == 1
+    assert unmatched(load_config("configs/quickstart.yaml", [])) == []
+    refused = unmatched(load_config("configs/quickstart.yaml", ["algorithm.kl_coef=0.1", "algorithm.loss_agg=constant"]))
+    assert any(r.startswith("algorithm.kl_coef=0.1") for r in refused) and any("loss_agg='constant'" in r for r in refused)
+    assert main(["bench", "configs/quickstart.yaml", "algorithm.epochs=2"]) == 2
+    assert "TRL's side would not reproduce algorithm.epochs=2" in capsys.readouterr().err

@@ -100,6 +100,8 @@ def test_vllm_without_its_environment_is_an_error_naming_the_keys(tmp_path):
         build_engine(rollout, tiny.model, tiny.tokenizer, torch.float32)
     with pytest.raises(ValueError, match="cannot report self-certainty"):
         build_engine(rollout, tiny.model, tiny.tokenizer, torch.float32, self_certainty=True)
+    with pytest.raises(VLLMEngineError, match=r"samples with top_p=1 only \(rollout.top_p=0.9\)"):
+        build_engine(rollout.model_copy(update={"top_p": 0.9}), tiny.model, tiny.tokenizer, torch.float32)
 
 
 def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, monkeypatch, caplog):
@@ -109,8 +111,9 @@ def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, mon
 
     tiny = load("tiny")
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
+    before = set(Path("/dev/shm").glob("aha-vllm-*"))
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
         engine = build_engine(RolloutConfig(engine="auto"), tiny.model, tiny.tokenizer, torch.float32)
     assert isinstance(engine, HFEngine)
     assert "vLLM at" in caplog.text and "did not start" in caplog.text and "No module named 'vllm'" in caplog.text
-    assert not list(Path("/dev/shm").glob("aha-vllm-*"))  # the failed worker's folder is gone
+    assert set(Path("/dev/shm").glob("aha-vllm-*")) == before  # the failed worker's folder is gone

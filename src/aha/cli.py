@@ -91,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             import json
             from pathlib import Path
 
-            result = bench(args.config, args.overrides, args.steps, args.pairs, not args.no_trl)
+            try:
+                result = bench(args.config, args.overrides, args.steps, args.pairs, not args.no_trl)
+            except ValueError as err:  # a setting TRL's side would not reproduce
+                print(f"aha: error: {err}", file=sys.stderr)
+                return 2
             if args.json:
                 Path(args.json).write_text(json.dumps(result, indent=1))
             return 0

@@ -122,6 +122,12 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
     from aha.tasks import build_task, encode_prompts
 
     config = load_config(config_path, overrides + FORCED)
+    if with_trl:
+        from aha.perf.trl_grpo import unmatched
+
+        if unmatched(config):
+            raise ValueError("aha bench: TRL's side would not reproduce " + "; ".join(unmatched(config))
+                             + ". Set them as the bench matches, or time aha alone with --no-trl")
     dtype = resolve_dtype(config.train.dtype)
     peaks = {"float32": matmul_peak("float32")}
     if native_bf16():
@@ -135,7 +141,7 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
     ro = config.rollout
     samples = ro.prompts_per_step * ro.group_size
     echo(f"bench: {config.model}, {ro.prompts_per_step} prompts x {ro.group_size} completions, <= {ro.max_new_tokens} "
-         f"new tokens, {dtype}, {torch.get_num_threads()} threads; matmul peak "
+         f"new tokens, {dtype}, rollout.engine={ro.engine}, {torch.get_num_threads()} threads; matmul peak "
          + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
     runs: list[tuple[RunTimes, RunTimes | None]] = []
     with tempfile.TemporaryDirectory(prefix="aha-bench-") as tmp:
@@ -150,6 +156,7 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
                      f"(aha {trl.median_step() / aha.median_step():.2f}x faster)")
             runs.append((aha, trl))
     out = {"config": config_path, "overrides": overrides, "steps": steps, "pairs": pairs, "dtype": str(dtype),
+           "engine": config.rollout.engine,
            "threads": torch.get_num_threads(), "matmul_peak_gflops": peaks, "params": params,
            "prompt_tokens_mean": prompt_tokens, "samples_per_step": samples,
            "runs": [{"aha": asdict(a), "trl": asdict(t) if t else None} for a, t in runs],

@@ -18,6 +18,31 @@ import time
 from pathlib import Path
 
 
+# what TRL's GRPOTrainer is given to match; any other value of these keys is refused
+MATCHED = {"algorithm.advantage": "grpo", "algorithm.policy_loss": "ppo", "algorithm.kl_coef": 0.0,
+           "algorithm.epochs": 1, "algorithm.mini_batches": 1, "algorithm.mask_truncated": False,
+           "algorithm.length_coef": 0.0, "algorithm.overlong_buffer": 0, "algorithm.reward_noise": 0.0,
+           "algorithm.advantage_scale": "std"}
+
+
+def unmatched(config) -> list[str]:
+    """The config's settings that the TRL side would not reproduce, as key=value."""
+    out = []
+    for key, expected in MATCHED.items():
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name, expected)
+        if value != expected:
+            out.append(f"{key}={value!r} (the bench matches {expected!r})")
+    if config.algorithm.loss_agg not in ("token_mean", "seq_mean_token_mean"):
+        out.append(f"algorithm.loss_agg={config.algorithm.loss_agg!r} (the bench matches token_mean and seq_mean_token_mean)")
+    return out
+
+
+def micro_batch(per_step: int, micro_batch_size: int) -> int:
+    """The largest divisor of per_step not above micro_batch_size: TRL needs whole steps."""
+    return max(d for d in range(1, min(per_step, micro_batch_size) + 1) if per_step % d == 0)
+
+
 def trl_config_for(config, out_dir: str, steps: int):
     from trl import GRPOConfig
 
@@ -26,14 +51,18 @@ def trl_config_for(config, out_dir: str, steps: int):
 
     ro, algo, train = config.rollout, config.algorithm, config.train
     per_step = ro.prompts_per_step * ro.group_size
+    micro = micro_batch(per_step, train.micro_batch_size)
     return GRPOConfig(
         output_dir=out_dir, use_cpu=True, bf16=resolve_dtype(train.dtype) == torch.bfloat16,
-        per_device_train_batch_size=per_step, gradient_accumulation_steps=1, num_generations=ro.group_size,
+        # aha's micro-batches: forward/backward over train.micro_batch_size sequences at a
+        # time, gradients accumulated into one optimizer step over the step's completions
+        per_device_train_batch_size=micro, gradient_accumulation_steps=per_step // micro,
+        num_generations=ro.group_size,
         max_completion_length=ro.max_new_tokens, temperature=ro.temperature, top_p=ro.top_p, top_k=0,
         learning_rate=train.lr, adam_beta1=train.betas[0], adam_beta2=train.betas[1], weight_decay=train.weight_decay,
         max_grad_norm=train.max_grad_norm, lr_scheduler_type="constant", warmup_steps=0,
         beta=0.0, epsilon=algo.clip_low, epsilon_high=algo.clip_high, num_iterations=1,
-        scale_rewards="group" if algo.advantage_scale == "std" else "none",
+        scale_rewards="group",
         loss_type="dapo" if algo.loss_agg == "token_mean" else "grpo",
         gradient_checkpointing=False, max_steps=steps, logging_steps=1, save_strategy="no", report_to=[],
         seed=config.seed, dataloader_num_workers=0, disable_tqdm=True,
@@ -46,6 +75,7 @@ def run(config_path: str, out_json: str, overrides: list[str], steps: int) -> di
     from trl import GRPOTrainer
 
     from aha.config import load_config
+    from aha.models.compute import stop_ids
     from aha.models.loading import EMBEDDED, cache_dir, load
     from aha.rewards import build_reward
     from aha.tasks import build_task
@@ -56,7 +86,7 @@ def run(config_path: str, out_json: str, overrides: list[str], steps: int) -> di
     loaded = load(config.model, seed=config.seed)  # makes the embedded model's folder if it is not there yet
     folder = str(cache_dir() / EMBEDDED) if config.model == EMBEDDED else config.model
     reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
-    eos = {loaded.tokenizer.eos_token_id}
+    eos = set(stop_ids(loaded.tokenizer, loaded.model))  # what both trainers stop at
     cut_value = config.algorithm.truncated_reward
     max_new = config.rollout.max_new_tokens
 

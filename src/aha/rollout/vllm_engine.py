@@ -26,6 +26,7 @@ from aha.models.compute import stop_ids
 from aha.rollout.rollouts import Rollouts, left_pad
 
 START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
+STOP_TIMEOUT_S = 10
 WORKER = Path(__file__).with_name("vllm_worker.py")
 
 
@@ -60,6 +61,11 @@ def weights_for_vllm(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, to
 class VLLMEngine:
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  batch_size: int = 64, dtype: torch.dtype = torch.float32, python: Path | None = None, seed: int = 0):
+        if top_p < 1:
+            # vLLM's processed log-probs are renormalised over the nucleus, the HF engine's and
+            # the learner's are not: the importance ratio would be off even on-policy
+            raise VLLMEngineError(f"rollout.engine=vllm samples with top_p=1 only (rollout.top_p={top_p}): its "
+                                  "log-probs would follow another convention than the learner's; use rollout.engine=hf")
         if python is None or not python.is_file():
             raise VLLMEngineError(f"rollout.engine=vllm needs the Python of an environment with vLLM installed "
                                   f"(rollout.vllm_python or $AHA_VLLM_PYTHON; `make vllm` makes .venv-vllm); "
@@ -81,6 +87,9 @@ class VLLMEngine:
         self._conn = self._proc = None
         try:
             self._start(python, seed)
+        except OSError as err:  # no room in /dev/shm, a Python that cannot run, a refused socket
+            self.close()
+            raise VLLMEngineError(f"the vLLM worker could not start: {err}\n{self._log_tail()}") from err
         except BaseException:
             self.close()
             raise
@@ -92,12 +101,12 @@ class VLLMEngine:
         self.model.generation_config.save_pretrained(folder)
         self._write_weights(folder / "model.safetensors")
         key = secrets.token_bytes(16)
-        cores = len(os.sched_getaffinity(0))
+        cpus = sorted(os.sched_getaffinity(0))  # the CPUs this process may use, not 0..n-1
         env = {**os.environ, "AHA_VLLM_AUTHKEY": key.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-               "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", f"0-{cores - 1}"),
+               "VLLM_CPU_OMP_THREADS_BIND": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cpus))),
                "VLLM_CPU_NUM_OF_RESERVED_CPU": os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0"),
-               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores)),
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(len(cpus))),
                "VLLM_CACHE_ROOT": os.environ.get("VLLM_CACHE_ROOT", str(self._dir / "cache")),
                "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
                # idle between rollouts, vLLM's threads must not spin on the cores the learner uses
@@ -108,7 +117,7 @@ class VLLMEngine:
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen([str(python), str(WORKER), str(socket_path), str(folder), dtype, str(seed),
                                            str(self.batch_size)], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                          cwd=self._dir)
+                                          cwd=self._dir, start_new_session=True)  # Ctrl-C is the trainer's to handle
         deadline = time.time() + START_TIMEOUT_S
         while not socket_path.exists():
             if self._proc.poll() is not None:
@@ -117,7 +126,15 @@ class VLLMEngine:
             if time.time() > deadline:
                 raise VLLMEngineError(f"the vLLM worker did not start within {START_TIMEOUT_S} s:\n{self._log_tail()}")
             time.sleep(0.1)
-        self._conn = Client(str(socket_path), family="AF_UNIX", authkey=key)
+        while True:  # the socket file appears at bind, a moment before the worker listens
+            try:
+                self._conn = Client(str(socket_path), family="AF_UNIX", authkey=key)
+                break
+            except ConnectionRefusedError:
+                if time.time() > deadline or self._proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        (folder / "model.safetensors").unlink()  # vLLM holds the weights now: free the shared memory
 
     def _log_tail(self, lines: int = 30) -> str:
         try:
@@ -126,11 +143,17 @@ class VLLMEngine:
             return "(no log)"
 
     def _call(self, op: str, **args):
+        if self._conn is None:
+            raise VLLMEngineError(f"the vLLM worker is gone (closed, or a request to it was interrupted): cannot {op}")
         try:
             self._conn.send((op, args))
             status, reply = self._conn.recv()
         except (EOFError, OSError) as err:
             raise VLLMEngineError(f"the vLLM worker went away during {op} ({err!r}):\n{self._log_tail()}") from None
+        except BaseException:  # e.g. Ctrl-C mid-request: its reply would answer the next request
+            self._conn.close()
+            self._conn = None
+            raise
         if status != "ok":
             raise VLLMEngineError(f"the vLLM worker failed in {op}:\n{reply}")
         return reply
@@ -185,15 +208,16 @@ class VLLMEngine:
     def close(self) -> None:
         """Stop the worker and remove its files; safe to call twice."""
         if self._conn is not None:
-            try:
-                self._call("stop")
-            except VLLMEngineError:
+            try:  # ask; a worker that does not answer within STOP_TIMEOUT_S is killed below
+                self._conn.send(("stop", {}))
+                self._conn.poll(STOP_TIMEOUT_S)
+            except OSError:
                 pass
             self._conn.close()
             self._conn = None
         if self._proc is not None:
             try:
-                self._proc.wait(timeout=30)
+                self._proc.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

@@ -39,8 +39,29 @@ def _reload_weights(path: str):
     return reload
 
 
+def _exit_with_parent(folder: str) -> None:
+    """A thread: when the engine's process is gone (killed, out of memory) before it could
+    stop this worker, remove the engine's folder in /dev/shm and exit, instead of holding
+    the model and its KV cache forever."""
+    import shutil
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1)
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def serve(socket_path: str, folder: str, dtype: str, seed: int, max_num_seqs: int) -> None:
     from multiprocessing.connection import Listener
+
+    _exit_with_parent(os.path.dirname(socket_path))
 
     from vllm import LLM, SamplingParams
 

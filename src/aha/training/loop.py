@@ -201,7 +201,9 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
     dtype = resolve_dtype(config.train.dtype)
     log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
              dtype, len(task.train), len(task.eval))
-    engine = build_engine(config.rollout, model, tokenizer, dtype, seed=config.seed)
+    # a method that never samples (reward models) needs only the tokenizer's padding: no worker
+    rollout = config.rollout if method_class.generates else config.rollout.model_copy(update={"engine": "hf"})
+    engine = build_engine(rollout, model, tokenizer, dtype, seed=config.seed)
     try:
         setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
         method = method_class(setup, prepared)

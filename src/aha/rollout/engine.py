@@ -60,18 +60,18 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
 
     max_new = max_new_tokens or rollout.max_new_tokens
+    vllm = lambda python: VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p,  # noqa: E731
+                                     rollout.batch_size, dtype, python, seed)
     if rollout.engine == "vllm":
         if self_certainty:
             raise ValueError("rollout.engine=vllm cannot report self-certainty (it needs every step's full logits): "
                              "use rollout.engine=hf for self-certainty ranking")
-        return VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
-                          vllm_python(rollout.vllm_python), seed)
+        return vllm(vllm_python(rollout.vllm_python))
     if rollout.engine == "auto" and not self_certainty:
         python = vllm_python(rollout.vllm_python)
         if python is not None:
             try:
-                return VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size,
-                                  dtype, python, seed)
+                return vllm(python)
             except VLLMEngineError as err:
                 log.warning("rollout.engine=auto: vLLM at %s did not start, sampling with the HF engine instead: %s",
                             python, err)

@@ -5,25 +5,19 @@ from __future__ import annotations
 import math
 import torch
 
-from aha.models.compute import autocast, positions_from_mask, stop_ids
+from aha.models.compute import autocast, positions_from_mask
+from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
 
-class HFEngine:
+class HFEngine(EngineSettings):
+    """Samples from the policy's own modules: nothing is ever copied (sync_seconds stays 0)."""
+
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0,
                  top_p: float = 1.0, batch_size: int = 64, dtype: torch.dtype = torch.float32,
                  self_certainty: bool = False):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.batch_size = batch_size
-        self.dtype = dtype
+        super().__init__(model, tokenizer, max_new_tokens, temperature, top_p, batch_size, dtype)
         self.self_certainty = self_certainty
-        self.pad_id = tokenizer.pad_token_id
-        self.eos_ids = stop_ids(tokenizer, model)
-        self.sync_seconds = 0.0  # it samples from the policy's own modules: nothing is ever copied
 
     def close(self) -> None:
         pass

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from aha.models.compute import stop_ids
+from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, left_pad
 
 START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
@@ -58,7 +58,7 @@ def weights_for_vllm(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, to
     return out
 
 
-class VLLMEngine:
+class VLLMEngine(EngineSettings):
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  batch_size: int = 64, dtype: torch.dtype = torch.float32, python: Path | None = None, seed: int = 0):
         if top_p < 1:
@@ -70,16 +70,7 @@ class VLLMEngine:
             raise VLLMEngineError(f"rollout.engine=vllm needs the Python of an environment with vLLM installed "
                                   f"(rollout.vllm_python or $AHA_VLLM_PYTHON; `make vllm` makes .venv-vllm); "
                                   f"found none at {python}")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.batch_size = batch_size
-        self.dtype = dtype
-        self.pad_id = tokenizer.pad_token_id
-        self.eos_ids = stop_ids(tokenizer, model)
-        self.sync_seconds = 0.0  # time spent handing new weights to vLLM, for time/sync_s
+        super().__init__(model, tokenizer, max_new_tokens, temperature, top_p, batch_size, dtype)
         self._stale = False
         shm = Path("/dev/shm")
         self._dir = Path(tempfile.mkdtemp(prefix="aha-vllm-", dir=shm if shm.is_dir() else None))
@@ -119,21 +110,19 @@ class VLLMEngine:
                                            str(self.batch_size)], stdout=log, stderr=subprocess.STDOUT, env=env,
                                           cwd=self._dir, start_new_session=True)  # Ctrl-C is the trainer's to handle
         deadline = time.time() + START_TIMEOUT_S
-        while not socket_path.exists():
+        while True:  # the socket file appears at bind, a moment before the worker listens
+            if socket_path.exists():
+                try:
+                    self._conn = Client(str(socket_path), family="AF_UNIX", authkey=key)
+                    break
+                except ConnectionRefusedError:
+                    pass
             if self._proc.poll() is not None:
                 raise VLLMEngineError(f"the vLLM worker exited with code {self._proc.returncode} while starting:\n"
                                       f"{self._log_tail()}")
             if time.time() > deadline:
                 raise VLLMEngineError(f"the vLLM worker did not start within {START_TIMEOUT_S} s:\n{self._log_tail()}")
             time.sleep(0.1)
-        while True:  # the socket file appears at bind, a moment before the worker listens
-            try:
-                self._conn = Client(str(socket_path), family="AF_UNIX", authkey=key)
-                break
-            except ConnectionRefusedError:
-                if time.time() > deadline or self._proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
         (folder / "model.safetensors").unlink()  # vLLM holds the weights now: free the shared memory
 
     def _log_tail(self, lines: int = 30) -> str:

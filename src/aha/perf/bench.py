@@ -33,8 +33,12 @@ class RunTimes:
     generate_s: list[float] = field(default_factory=list)  # aha's phases (TRL logs only the whole step)
     sync_s: list[float] = field(default_factory=list)
 
+    def counted(self) -> range:
+        """The steps the medians are over: all after the first (it warms caches), if any."""
+        return range(1, len(self.step_s)) if len(self.step_s) > 1 else range(len(self.step_s))
+
     def median_step(self) -> float:
-        return statistics.median(self.step_s[1:] or self.step_s)
+        return statistics.median(self.step_s[i] for i in self.counted())
 
 
 def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 10) -> float:
@@ -97,9 +101,8 @@ def phase_rates(run: RunTimes, samples_per_step: int, prompts_per_step: int, pro
     """Per-step medians (steps after the first) of aha's phases: tokens a second and FLOP/s
     as a share of the matmul peak, counting 2 x params FLOPs a token forward and 6 x params
     forward + backward (attention and the embedding lookup left out: an estimate)."""
-    idx = range(1, len(run.step_s)) if len(run.step_s) > 1 else range(len(run.step_s))
     gen, upd, sync = [], [], []
-    for i in idx:
+    for i in run.counted():
         generated = samples_per_step * run.completion_length[i]
         update_s = run.step_s[i] - run.generate_s[i] - run.sync_s[i]
         trained = generated + prompts_per_step * prompt_tokens  # the learner runs each group's prompt once
@@ -181,7 +184,7 @@ def table(result: dict) -> str:
                     f"{a['peak_rss_gb']:.1f} |")
         if run["trl"]:
             t = run["trl"]
-            rows.append(f"| {i} | TRL | {statistics.median(t['step_s'][1:] or t['step_s']):.2f} | "
+            rows.append(f"| {i} | TRL | {result['trl'][i - 1]['step_s']:.2f} | "
                         f"{t['reward'][0]:.2f} -> {t['reward'][-1]:.2f} | | | | | {t['peak_rss_gb']:.1f} |")
     if "speedup" in result:
         s = result["speedup"]

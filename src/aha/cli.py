@@ -69,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.config import ConfigError, load_config
     from aha.eval.sampling import CacheMismatch
+    from aha.models.compute import retain_freed_memory
     from aha.rewards import RewardError
     from aha.tasks import TaskError
     from aha.tracking.run_report import RunReportError
 
+    retain_freed_memory()
     try:
         if args.command == "monitor":
             return _monitor(args)

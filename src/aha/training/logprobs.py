@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-from aha.models.compute import positions_from_mask
+from aha.models.compute import attention_for, positions_from_mask
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -17,8 +17,9 @@ def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
     last token, then completion tokens 0..T-2). No LM head runs on prompt positions."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    hidden = backbone(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
-                      use_cache=False).last_hidden_state
+    with attention_for(backbone, _scores(backbone, *input_ids.shape, input_ids.shape[1])):
+        hidden = backbone(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
+                          use_cache=False).last_hidden_state
     P, T = prompt_ids.shape[1], completion_ids.shape[1]
     return hidden[:, P - 1:P + T - 1]
 
@@ -33,9 +34,19 @@ def grouped_completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: t
     the sum over the group's completions, as in the unshared computation). For GRPO with
     long prompts and short answers this removes most of the learner's compute.
     prompt_ids / prompt_mask: (N/G, P), one row per group; completions: (N, T)."""
+    G = group_size
+    N, T, P = completion_ids.shape[0], completion_ids.shape[1], prompt_ids.shape[1]
+    with attention_for(backbone, max(_scores(backbone, N // G, P, P), _scores(backbone, N, T - 1, P + T - 1))):
+        return _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G)
+
+
+def _scores(backbone, rows: int, queries: int, keys: int) -> int:
+    return rows * backbone.config.num_attention_heads * queries * keys
+
+
+def _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G: int):
     from transformers import DynamicCache
 
-    G = group_size
     cache = DynamicCache(config=backbone.config)
     prompt_out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask.long(),
                           position_ids=positions_from_mask(prompt_mask.long()), past_key_values=cache, use_cache=True)
@@ -67,11 +78,93 @@ class TokenStats:
     entropy: torch.Tensor | None  # (N, T) entropy of pi at each position, 0 on padding
 
 
+# Rows of the LM head's (M, V) logits that the element-wise passes (logsumexp, gather,
+# softmax, entropy, gradient) take at a time: 64 rows of a 49k-token vocabulary are 12 MB of
+# fp32, small enough to stay in cache through all of them, where passes over the whole
+# tensor (hundreds of MB) each went to memory.
+HEAD_CHUNK_ROWS = 64
+
+
+class _HeadStats(torch.autograd.Function):
+    """Per row: log softmax(z)[target] and the entropy of softmax(z), z = (h W^T + b) / T.
+
+    The logits are one fp32 matmul, kept for the backward (as autograd would keep them);
+    everything element-wise runs HEAD_CHUNK_ROWS rows at a time, and the backward's two
+    matmuls (into h and into W) run in grad_dtype (bf16 where the model computes in bf16, as
+    autocast runs every other layer's backward). d logp/dz = onehot(target) - p and
+    d H/dz = -p (log p + H)."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # fp32 inside autocast too
+    def forward(ctx, hidden, weight, bias, targets, inv_temp: float, grad_dtype: torch.dtype):
+        z = hidden.float() @ weight.float().t()
+        if bias is not None:
+            z += bias.float()
+        z *= inv_temp
+        M = z.shape[0]
+        logp, ent, lse = (z.new_empty(M) for _ in range(3))
+        for s in range(0, M, HEAD_CHUNK_ROWS):
+            rows = slice(s, s + HEAD_CHUNK_ROWS)
+            lse[rows] = z[rows].logsumexp(dim=1)
+            logp[rows] = z[rows].gather(1, targets[rows, None]).squeeze(1) - lse[rows]
+            log_p = z[rows] - lse[rows, None]
+            ent[rows] = -(log_p.exp() * log_p).sum(dim=1)
+        ctx.save_for_backward(hidden, weight, bias, targets, z, lse, ent)
+        ctx.inv_temp, ctx.grad_dtype = inv_temp, grad_dtype
+        return logp, ent
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad_logp, grad_ent):
+        hidden, weight, bias, targets, z, lse, ent = ctx.saved_tensors
+        g = torch.empty(z.shape, dtype=ctx.grad_dtype)  # dL/dz * inv_temp, one chunk at a time
+        for s in range(0, z.shape[0], HEAD_CHUNK_ROWS):
+            rows = slice(s, s + HEAD_CHUNK_ROWS)
+            log_p = z[rows] - lse[rows, None]
+            p = log_p.exp()
+            if grad_ent is not None:
+                chunk = log_p.add_(ent[rows, None]).mul_(p).mul_(-grad_ent[rows, None])
+            else:
+                chunk = torch.zeros_like(p)
+            if grad_logp is not None:
+                chunk.sub_(p.mul_(grad_logp[rows, None]))
+                chunk[torch.arange(chunk.shape[0]), targets[rows]] += grad_logp[rows]
+            g[rows] = chunk.mul_(ctx.inv_temp)
+        grad_h = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_h = (g @ weight.to(ctx.grad_dtype)).to(hidden.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_w = (g.t() @ hidden.to(ctx.grad_dtype)).to(weight.dtype)
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_b = g.float().sum(dim=0).to(bias.dtype)
+        return grad_h, grad_w, grad_b, None, None, None
+
+
 def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, temperature: float,
-                entropy: str = "none") -> TokenStats:
+                entropy: str = "none", grad_dtype: torch.dtype | None = None) -> TokenStats:
     """Log-probs of targets under the LM head at the sampling temperature; entropy
-    "none" | "detached" (for logging) | "grad" (for an entropy bonus)."""
-    logits = model.get_output_embeddings()(hidden).float() / temperature
+    "none" | "detached" (for logging) | "grad" (for an entropy bonus).
+
+    The head runs in fp32 on the masked positions only (see _HeadStats); with grad_dtype
+    bf16 its backward's matmuls run in bf16 (None: bf16 when called under bf16 autocast)."""
+    if grad_dtype is None:
+        grad_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
+    head = model.get_output_embeddings()
+    if type(head) is not torch.nn.Linear:  # a head with its own forward: run it as it is
+        return _token_stats_reference(head(hidden).float() / temperature, targets, mask, entropy)
+    keep = mask.bool()
+    logp, ent = _HeadStats.apply(hidden[keep], head.weight, head.bias, targets[keep], 1.0 / temperature, grad_dtype)
+    logprobs = hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, logp)
+    if entropy == "none":
+        return TokenStats(logprobs, None)
+    if entropy == "detached":
+        ent = ent.detach()
+    return TokenStats(logprobs, hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, ent))
+
+
+def _token_stats_reference(logits: torch.Tensor, targets, mask, entropy: str) -> TokenStats:
+    """The plain computation over full (N, T, V) logits: the definition the chunked head is
+    tested against, and the path for heads that are not a plain Linear."""
     picked = logits.gather(2, targets.unsqueeze(2)).squeeze(2)
     logprobs = (picked - torch.logsumexp(logits, dim=2)) * mask
     ent = None

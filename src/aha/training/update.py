@@ -152,7 +152,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         with autocast(shape.dtype):
             hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
         stats = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
-                            shape.temperature, entropy_mode)
+                            shape.temperature, entropy_mode, grad_dtype=shape.dtype)
         logp, old = stats.logprobs, batch.old_logprobs[sl, :width]
         loss_tok, clipped = policy_loss(algo, logp, old, batch.advantages[sl, :width], m)
         if batch.is_weights is not None:

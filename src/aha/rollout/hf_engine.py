@@ -1,11 +1,11 @@
-"""Sampling with Hugging Face `generate` (KV cache), token in, token out."""
+"""Sampling from the policy's own Hugging Face modules (KV cache), token in, token out."""
 
 from __future__ import annotations
 
 import math
 import torch
 
-from aha.models.compute import autocast, positions_from_mask
+from aha.models.compute import attention_for, autocast, positions_from_mask
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
@@ -42,42 +42,18 @@ class HFEngine(EngineSettings):
         rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(group_size)
         return rollouts
 
-    def _prefill(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int):
-        """KV cache of all prompt tokens but the last, computed once per distinct prompt and
-        repeated for the group; generate() then runs only the last prompt token."""
-        from transformers import DynamicCache
-
-        if group_size == 1 or prompt_ids.shape[1] < 2:
-            return None
-        ids, mask = prompt_ids[:, :-1], prompt_mask[:, :-1]
-        cache = DynamicCache(config=self.model.config)
-        self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask),
-                              past_key_values=cache, use_cache=True)
-        cache.batch_repeat_interleave(group_size)
-        return cache
-
     def _generate_chunk(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int):
         distinct_ids, distinct_mask = left_pad(prompts, self.pad_id)
         prompt_ids = distinct_ids.repeat_interleave(group_size, dim=0)
         prompt_mask = distinct_mask.repeat_interleave(group_size, dim=0)
-        # top_k=0 turns off generate's default top-k of 50: sample from the full distribution
-        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+        temperature = 1.0 if greedy else self.temperature
         was_training = self.model.training
         self.model.eval()
-        with autocast(self.dtype):
-            cache = self._prefill(distinct_ids, distinct_mask, group_size)
-            out = self.model.generate(
-                input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=max_new_tokens,
-                **sampling, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                past_key_values=cache, output_logits=True, return_dict_in_generate=True,
-            )
-        self.model.train(was_training)
-        completion = out.sequences[:, prompt_ids.shape[1]:]
-        temperature = 1.0 if greedy else self.temperature
-        logprobs = torch.stack([
-            torch.log_softmax(step.float() / temperature, dim=-1).gather(1, completion[:, t:t + 1]).squeeze(1)
-            for t, step in enumerate(out.logits)
-        ], dim=1)
+        try:
+            completion, logprobs, certainty = self._decode(distinct_ids, distinct_mask, group_size, greedy,
+                                                           temperature, max_new_tokens)
+        finally:
+            self.model.train(was_training)
         is_eos = torch.isin(completion, torch.tensor(self.eos_ids))
         # valid = up to and including the first EOS
         before_eos = (is_eos.cumsum(dim=1) - is_eos.long()) == 0
@@ -86,12 +62,104 @@ class HFEngine(EngineSettings):
         completion = completion.masked_fill(~before_eos, self.pad_id)
         texts = self.tokenizer.batch_decode(completion, skip_special_tokens=True)
         index = torch.zeros(len(texts), dtype=torch.long)  # set by generate()
-        certainty = token_certainty(out.logits) * mask if self.self_certainty else None
+        certainty = certainty * mask if self.self_certainty else None
         return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated, certainty)
+
+    def _decode(self, distinct_ids, distinct_mask, group_size: int, greedy: bool, temperature: float,
+                max_new_tokens: int):
+        """The sampling loop: each distinct prompt is run once (its KV cache then repeated for
+        the group), then one token a step for the rows still going; a row leaves the batch
+        (and the cache) at its stop token. The backbone runs under autocast, the LM head in
+        fp32 as the learner's does, so the sampling log-probs are the learner's up to the
+        backbone's rounding. Returns (N, T) tokens (pad after a stop), log-probs and
+        self-certainty, T <= max_new_tokens."""
+        from transformers import DynamicCache
+
+        backbone, head = self.model.base_model, self.model.get_output_embeddings()
+        N = distinct_ids.shape[0] * group_size
+        tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
+        logprobs = torch.zeros(N, max_new_tokens)
+        certainty = torch.zeros(N, max_new_tokens)
+        stop = torch.tensor(self.eos_ids)
+        cache = DynamicCache(config=self.model.config)
+        mask = distinct_mask.long()
+        positions = positions_from_mask(mask)
+        heads = self.model.config.num_attention_heads
+        # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
+        # until the block ends, so they are cast once, not at every step
+        with autocast(self.dtype):
+            with attention_for(backbone, mask.shape[0] * heads * mask.shape[1] ** 2):
+                hidden = backbone(input_ids=distinct_ids, attention_mask=mask, position_ids=positions,
+                                  past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
+            cache.batch_repeat_interleave(group_size)
+            hidden = hidden.repeat_interleave(group_size, dim=0)
+            mask = mask.repeat_interleave(group_size, dim=0)
+            next_position = positions[:, -1].repeat_interleave(group_size) + 1
+            rows = torch.arange(N)  # the rows still going, in cache order
+            steps = 0
+            for t in range(max_new_tokens):
+                logits = _head_logits(head, hidden)
+                scaled = logits / temperature
+                log_z = scaled.logsumexp(dim=1)
+                picked = scaled.argmax(dim=1) if greedy else _sample(scaled, log_z, self.top_p)
+                tokens[rows, t] = picked
+                logprobs[rows, t] = scaled.gather(1, picked[:, None]).squeeze(1) - log_z
+                if self.self_certainty:
+                    certainty[rows, t] = _certainty(logits)
+                steps = t + 1
+                going = ~torch.isin(picked, stop)
+                if t == max_new_tokens - 1 or not going.any():
+                    break
+                if not going.all():  # finished rows leave the batch
+                    keep = going.nonzero().squeeze(1)
+                    cache.batch_select_indices(keep)
+                    rows, picked, mask, next_position = rows[keep], picked[keep], mask[keep], next_position[keep]
+                mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
+                with attention_for(backbone, mask.numel() * heads):
+                    hidden = backbone(input_ids=picked[:, None], attention_mask=mask, position_ids=next_position[:, None],
+                                      past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
+                next_position = next_position + 1
+        return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
+
+
+def _head_logits(head, hidden: torch.Tensor) -> torch.Tensor:
+    """(N, V) fp32 logits: a plain Linear head runs in fp32 (as the learner's, aha.training.
+    logprobs), any other head as it is."""
+    if type(head) is torch.nn.Linear:
+        with torch.autocast("cpu", enabled=False):
+            return torch.nn.functional.linear(hidden.float(), head.weight.float(),
+                                              None if head.bias is None else head.bias.float())
+    return head(hidden).float()
+
+
+def _sample(scaled: torch.Tensor, log_z: torch.Tensor, top_p: float) -> torch.Tensor:
+    """One token a row from softmax(scaled), by inverse transform: a uniform draw a row
+    against the cumulative probabilities (torch.multinomial draws one exponential number per
+    vocabulary entry, which took a quarter of a sampling step). top_p < 1 keeps the smallest
+    set of most probable tokens whose mass reaches top_p (the nucleus), renormalised."""
+    probs = (scaled - log_z[:, None]).exp_()
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=1, descending=True)
+        # a token stays while the mass before it is under top_p (the most probable always stays)
+        outside = (sorted_probs.cumsum(dim=1) - sorted_probs) >= top_p
+        sorted_probs.masked_fill_(outside, 0.0)
+        cdf = sorted_probs.cumsum(dim=1)
+        u = torch.rand(len(probs), 1) * cdf[:, -1:]
+        at = torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+        return order.gather(1, at).squeeze(1)
+    cdf = probs.cumsum(dim=1)
+    u = torch.rand(len(probs), 1) * cdf[:, -1:]
+    # right=True: a draw equal to a boundary goes to the next token, so zero-probability
+    # tokens (flat stretches of the cdf) are never picked
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1).squeeze(1)
+
+
+def _certainty(logits: torch.Tensor) -> torch.Tensor:
+    """(N,): KL(U || p) = -log V - mean_j log p(j) of raw logits (N, V) (see token_certainty)."""
+    return -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(dim=-1)
 
 
 def token_certainty(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """(N, T): KL(U || p_t) = -log V - mean_j log p_t(j) for each step's raw logits (N, V).
     0 for a uniform distribution, log V for a certain one."""
-    return torch.stack([-math.log(step.shape[-1]) - torch.log_softmax(step.float(), dim=-1).mean(dim=-1)
-                        for step in logits], dim=1)
+    return torch.stack([_certainty(step) for step in logits], dim=1)

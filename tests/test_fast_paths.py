@@ -1,0 +1,194 @@
+"""The fast paths give the reference paths' numbers: the chunked LM head, the sampling loop
+(inverse-transform sampling, finished rows leaving the batch), eager attention for short
+sequences, and the allocator setting."""
+
+import pytest
+import torch
+
+import aha.training.logprobs as logprobs_module
+from aha.models import load
+from aha.models.compute import EAGER_ATTENTION_MAX_SCORES, attention_for, retain_freed_memory
+from aha.rollout import HFEngine
+from aha.rollout.hf_engine import _sample
+from aha.training.logprobs import _token_stats_reference, completion_hidden, completion_logprobs, token_stats
+
+
+class Head(torch.nn.Module):
+    def __init__(self, vocab=300, hidden=16, bias=False):
+        super().__init__()
+        self.head = torch.nn.Linear(hidden, vocab, bias=bias)
+
+    def get_output_embeddings(self):
+        return self.head
+
+
+def _head_case(bias: bool, seed: int = 0):
+    torch.manual_seed(seed)
+    model = Head(bias=bias)
+    hidden = (torch.randn(4, 9, 16) * 2).requires_grad_()
+    targets = torch.randint(0, 300, (4, 9))
+    mask = torch.ones(4, 9)
+    mask[0, 5:] = 0
+    mask[2, 1:] = 0
+    return model, hidden, targets, mask
+
+
+def _value_and_grads(stats, entropy: str, model, hidden):
+    loss = (stats.logprobs * torch.linspace(-1, 2, stats.logprobs.numel()).view_as(stats.logprobs)).sum()
+    if entropy == "grad":
+        loss = loss + 0.7 * stats.entropy.sum()
+    return torch.autograd.grad(loss, [hidden, *model.parameters()])
+
+
+@pytest.mark.parametrize("entropy", ["none", "detached", "grad"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_chunked_head_gives_the_full_logits_values_and_gradients(monkeypatch, entropy, bias):
+    monkeypatch.setattr(logprobs_module, "HEAD_CHUNK_ROWS", 5)  # several chunks, the last one short
+    model, hidden, targets, mask = _head_case(bias)
+    fast = token_stats(model, hidden, targets, mask, 0.7, entropy)
+    reference = _token_stats_reference(model.head(hidden).float() / 0.7, targets, mask, entropy)
+    torch.testing.assert_close(fast.logprobs, reference.logprobs, atol=1e-5, rtol=0)
+    assert torch.all(fast.logprobs[mask == 0] == 0)
+    if entropy == "none":
+        assert fast.entropy is None
+    else:
+        torch.testing.assert_close(fast.entropy, reference.entropy, atol=1e-5, rtol=0)
+        assert fast.entropy.requires_grad == (entropy == "grad")
+    for a, b in zip(_value_and_grads(fast, entropy, model, hidden), _value_and_grads(reference, entropy, model, hidden)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_head_gradients_keep_fp32_values_and_bf16_precision_gradients():
+    model, hidden, targets, mask = _head_case(bias=False, seed=3)
+    fp32 = token_stats(model, hidden, targets, mask, 1.0, grad_dtype=torch.float32)
+    bf16 = token_stats(model, hidden, targets, mask, 1.0, grad_dtype=torch.bfloat16)
+    assert torch.equal(fp32.logprobs, bf16.logprobs)  # the forward is fp32 either way
+    for a, b in zip(_value_and_grads(fp32, "none", model, hidden), _value_and_grads(bf16, "none", model, hidden)):
+        assert a.dtype == b.dtype == torch.float32
+        assert not torch.equal(a, b)  # the backward's matmuls did run in bf16
+        assert float((a - b).norm() / a.norm()) < 1e-2
+
+
+def test_the_head_computes_in_fp32_under_autocast():
+    model, hidden, targets, mask = _head_case(bias=True, seed=4)
+    plain = token_stats(model, hidden, targets, mask, 0.9).logprobs
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        under_autocast = token_stats(model, hidden, targets, mask, 0.9).logprobs
+    assert under_autocast.dtype == torch.float32
+    assert torch.equal(plain, under_autocast)
+
+
+def _frequencies(draw, vocab: int, n: int) -> torch.Tensor:
+    return torch.bincount(draw(n), minlength=vocab).float() / n
+
+
+def test_inverse_transform_sampling_draws_the_softmax_distribution():
+    torch.manual_seed(0)
+    logits = torch.tensor([2.0, 0.5, -float("inf"), 1.0, -1.0, -float("inf")])
+    expected = torch.softmax(logits, dim=0)
+    n = 200_000
+    rows = logits.expand(n, -1).contiguous()
+    got = _frequencies(lambda n: _sample(rows, rows.logsumexp(dim=1), 1.0), 6, n)
+    assert got[2] == 0 and got[5] == 0  # zero-probability tokens, also the last one, never drawn
+    sigma = (expected * (1 - expected) / n).sqrt()
+    assert torch.all((got - expected).abs() <= 5 * sigma + 1e-9), (got, expected)
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p_renormalised():
+    # probabilities 0.5, 0.3, 0.15, 0.05: with top_p 0.7 the nucleus is {0.5, 0.3} (0.5 alone
+    # is under 0.7), as Hugging Face's TopPLogitsWarper defines it
+    torch.manual_seed(1)
+    probs = torch.tensor([0.15, 0.5, 0.05, 0.3])
+    n = 100_000
+    rows = probs.log().expand(n, -1).contiguous()
+    got = _frequencies(lambda n: _sample(rows, rows.logsumexp(dim=1), 0.7), 4, n)
+    assert got[0] == 0 and got[2] == 0
+    assert got[1] == pytest.approx(0.5 / 0.8, abs=0.01) and got[3] == pytest.approx(0.3 / 0.8, abs=0.01)
+    # top_p below the largest probability keeps the most probable token alone
+    assert torch.all(_sample(rows[:100], rows[:100].logsumexp(dim=1), 0.1) == 1)
+
+
+def tiny(max_new_tokens=8, temperature=1.0):
+    lm = load("tiny")
+    prompts = [lm.tokenizer.encode(text) for text in ("<|im_start|>user\n1+1<|im_end|>\n", "7*8=", "a", "hello there")]
+    return lm, HFEngine(lm.model, lm.tokenizer, max_new_tokens, temperature, batch_size=16), prompts
+
+
+def test_rows_that_stop_leave_the_batch_without_changing_the_others():
+    lm, engine, prompts = tiny()
+    with torch.no_grad():  # sharper: the tiny model's greedy paths then vary instead of repeating a token
+        for p in lm.model.parameters():
+            p.mul_(3)
+    free = engine.generate(prompts, greedy=True)
+    # make a token that one row reaches mid-way (and no row earlier) a stop token: that row
+    # leaves the batch there while others go on, and every row must read as if decoded alone
+    ids = free.completion_ids.tolist()
+    row, step = next((i, t) for t in range(1, 6) for i in range(len(ids))
+                     if all(ids[i][t] not in r[:t + 1] for k, r in enumerate(ids) if k != i) and ids[i][t] not in ids[i][:t])
+    engine.eos_ids = sorted({*engine.eos_ids, ids[row][step]})
+    together = engine.generate(prompts, greedy=True)
+    assert int(together.lengths()[row]) == step + 1 and not together.truncated[row]
+    assert int(together.lengths().max()) == 8
+    for i, prompt in enumerate(prompts):
+        alone = engine.generate([prompt], greedy=True)
+        n = int(alone.lengths()[0])
+        assert together.completion_ids[i, :n].tolist() == alone.completion_ids[0, :n].tolist()
+        torch.testing.assert_close(together.sampling_logprobs[i, :n], alone.sampling_logprobs[0, :n], atol=1e-5, rtol=0)
+
+
+def test_sampling_logprobs_are_the_learners_to_fp32_precision():
+    lm, engine, prompts = tiny(max_new_tokens=10, temperature=0.7)
+    torch.manual_seed(5)
+    ro = engine.generate(prompts, group_size=3)
+    with torch.no_grad():
+        learner = completion_logprobs(lm.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 0.7)
+    torch.testing.assert_close(learner, ro.sampling_logprobs, atol=1e-5, rtol=0)
+
+
+def test_eager_attention_gives_sdpas_hidden_states_and_gradients():
+    lm = load("tiny")
+    model = lm.model
+    assert model.config._attn_implementation == "sdpa"
+    torch.manual_seed(6)
+    vocab = model.config.vocab_size
+    prompt = torch.randint(5, vocab, (3, 7))
+    prompt_mask = torch.ones(3, 7, dtype=torch.long)
+    prompt_mask[1, :3] = 0  # left padding
+    completion = torch.randint(5, vocab, (3, 5))
+    completion_mask = torch.ones(3, 5)
+    completion_mask[2, 2:] = 0
+
+    def run(scores_limit):
+        model.zero_grad()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr("aha.models.compute.EAGER_ATTENTION_MAX_SCORES", scores_limit)
+            hidden = completion_hidden(model.base_model, prompt, prompt_mask, completion, completion_mask)
+        (hidden * completion_mask[..., None]).sum().backward()
+        return hidden.detach(), [p.grad.clone() for p in model.parameters()]
+
+    eager, eager_grads = run(EAGER_ATTENTION_MAX_SCORES)
+    sdpa, sdpa_grads = run(0)
+    keep = completion_mask.bool()
+    torch.testing.assert_close(eager[keep], sdpa[keep], atol=1e-5, rtol=1e-5)
+    for a, b in zip(eager_grads, sdpa_grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_attention_for_restores_the_implementation_after_an_error():
+    model = load("tiny").model
+    with pytest.raises(RuntimeError), attention_for(model, 1):
+        assert model.config._attn_implementation == "eager"
+        raise RuntimeError("boom")
+    assert model.config._attn_implementation == "sdpa"
+    with attention_for(model, EAGER_ATTENTION_MAX_SCORES + 1):  # too many scores: unchanged
+        assert model.config._attn_implementation == "sdpa"
+
+
+def test_the_allocator_setting_applies_on_glibc_linux():
+    import platform
+    import sys
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's")
+    assert retain_freed_memory() is True

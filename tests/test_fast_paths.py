@@ -145,7 +145,7 @@ def test_sampling_logprobs_are_the_learners_to_fp32_precision():
     torch.testing.assert_close(learner, ro.sampling_logprobs, atol=1e-5, rtol=0)
 
 
-def test_eager_attention_gives_sdpas_hidden_states_and_gradients():
+def test_grouped_attention_gives_sdpas_hidden_states_and_gradients():
     lm = load("tiny")
     model = lm.model
     assert model.config._attn_implementation == "sdpa"
@@ -178,7 +178,7 @@ def test_eager_attention_gives_sdpas_hidden_states_and_gradients():
 def test_attention_for_restores_the_implementation_after_an_error():
     model = load("tiny").model
     with pytest.raises(RuntimeError), attention_for(model, 1):
-        assert model.config._attn_implementation == "eager"
+        assert model.config._attn_implementation == "aha_grouped"
         raise RuntimeError("boom")
     assert model.config._attn_implementation == "sdpa"
     with attention_for(model, EAGER_ATTENTION_MAX_SCORES + 1):  # too many scores: unchanged
@@ -192,3 +192,43 @@ def test_the_allocator_setting_applies_on_glibc_linux():
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         pytest.skip("mallopt is glibc's")
     assert retain_freed_memory() is True
+
+
+def test_greedy_decoding_is_hugging_face_generates():
+    # the whole sampling loop (prefill, cache with room, grouped attention, rows leaving)
+    # against the reference: transformers' own generate, one prompt at a time
+    lm, engine, prompts = tiny(max_new_tokens=10)
+    with torch.no_grad():
+        for p in lm.model.parameters():
+            p.mul_(3)
+    ours = engine.generate(prompts, group_size=2, greedy=True)
+    for i, prompt in enumerate(prompts):
+        out = lm.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                do_sample=False, max_new_tokens=10, eos_token_id=engine.eos_ids,
+                                pad_token_id=engine.pad_id)
+        reference = out[0, len(prompt):].tolist()
+        for row in (2 * i, 2 * i + 1):
+            n = int(ours.lengths()[row])
+            assert ours.completion_ids[row, :n].tolist() == reference[:n]
+            assert n == len(reference) or reference[n - 1] in engine.eos_ids
+
+
+@pytest.mark.parametrize("queries", [1, 5])
+def test_grouped_query_attention_is_eager_attention_without_copies(queries):
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    from aha.models.compute import grouped_query_attention
+
+    torch.manual_seed(7)
+    N, H, KV, L, d = 3, 9, 3, 8, 16
+    module = torch.nn.Module()
+    module.num_key_value_groups = H // KV
+    module.eval()
+    q = torch.randn(N, H, queries, d)
+    k, v = torch.randn(N, KV, L, d), torch.randn(N, KV, L, d)
+    mask = torch.zeros(N, 1, queries, L)
+    mask[0, :, :, :2] = torch.finfo(torch.float32).min  # left padding
+    mask[:, :, :, L - queries:] += torch.triu(torch.full((queries, queries), torch.finfo(torch.float32).min), 1)
+    ours, _ = grouped_query_attention(module, q, k, v, mask, 0.25)
+    reference, _ = eager_attention_forward(module, q, k, v, mask, 0.25)
+    torch.testing.assert_close(ours, reference, atol=1e-6, rtol=1e-6)

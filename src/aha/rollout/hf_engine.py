@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+
 import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from aha.models.compute import attention_for, autocast, positions_from_mask
 from aha.rollout.settings import EngineSettings
@@ -73,15 +75,13 @@ class HFEngine(EngineSettings):
         fp32 as the learner's does, so the sampling log-probs are the learner's up to the
         backbone's rounding. Returns (N, T) tokens (pad after a stop), log-probs and
         self-certainty, T <= max_new_tokens."""
-        from transformers import DynamicCache
-
         backbone, head = self.model.base_model, self.model.get_output_embeddings()
         N = distinct_ids.shape[0] * group_size
         tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros(N, max_new_tokens)
         certainty = torch.zeros(N, max_new_tokens)
         stop = torch.tensor(self.eos_ids)
-        cache = DynamicCache(config=self.model.config)
+        cache = _decoding_cache(self.model.config, max_new_tokens)
         mask = distinct_mask.long()
         positions = positions_from_mask(mask)
         heads = self.model.config.num_attention_heads
@@ -120,6 +120,58 @@ class HFEngine(EngineSettings):
                                       past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
                 next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
+
+
+def _decoding_cache(config, max_new_tokens: int) -> Cache:
+    """A KV cache whose layers write each step into room kept for max_new_tokens more tokens
+    (Hugging Face's DynamicCache concatenates, copying the whole cache at every step: 3.3 s of
+    14 s for 256 samples of 32 tokens). Models with sliding-window layers keep DynamicCache."""
+    if getattr(config, "sliding_window", None) or getattr(config, "layer_types", None):
+        return DynamicCache(config=config)
+    return Cache(layer_class_to_replicate=lambda: RoomyLayer(max_new_tokens))
+
+
+class RoomyLayer(DynamicLayer):
+    """A DynamicLayer whose keys / values are views of buffers with room for `room` more
+    positions: a step writes its token in place. Rows are selected or repeated on the buffers."""
+
+    def __init__(self, room: int):
+        super().__init__()
+        self.room, self.length = room, 0
+        self.key_buffer = self.value_buffer = None
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self.key_buffer is None or end > self.key_buffer.shape[-2]:
+            self.key_buffer = self._grown(self.key_buffer, key_states, end + self.room)
+            self.value_buffer = self._grown(self.value_buffer, value_states, end + self.room)
+        self.key_buffer[:, :, self.length:end] = key_states
+        self.value_buffer[:, :, self.length:end] = value_states
+        self.length = end
+        return self._views()
+
+    def _grown(self, buffer, state, capacity: int):
+        grown = state.new_empty(*state.shape[:2], capacity, state.shape[-1])
+        if buffer is not None:
+            grown[:, :, :self.length] = buffer[:, :, :self.length]
+        return grown
+
+    def _views(self):
+        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
+        return self.keys, self.values
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.length:
+            self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
+            self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
+            self._views()
+
+    def batch_select_indices(self, indices) -> None:
+        if self.length:
+            self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
+            self._views()
 
 
 def _head_logits(head, hidden: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,8 @@ def test_learner_logprobs_match_sampling_logprobs():
     ro = engine.generate(prompts, group_size=4)
     with torch.no_grad():
         learner = completion_logprobs(lm.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 0.7)
-    torch.testing.assert_close(learner, ro.sampling_logprobs, atol=1e-4, rtol=0)
+    # both compute the LM head in fp32: equal to fp32 precision
+    torch.testing.assert_close(learner, ro.sampling_logprobs, atol=1e-5, rtol=0)
 
 
 def test_grouped_logprobs_equal_ungrouped_values_and_gradients():

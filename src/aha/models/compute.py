@@ -25,26 +25,46 @@ def native_bf16() -> bool:
 # free, so each micro-batch's logits (a few hundred MB) were page-faulted in afresh: 45 ms a
 # 200 MB tensor, seconds a GRPO step. Blocks under 1 GiB now come from the heap and stay
 # there when freed; the heap keeps at most 1 GiB free at its top (M_TRIM_THRESHOLD) before
-# it gives memory back, so the process holds its peak working set plus at most that.
+# it gives memory back, and the training loop trims it after every step
+# (release_freed_memory), so the process holds about one step's working set.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 HEAP_BLOCK_LIMIT = 1 << 30
+
+
+def _glibc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt, libc.malloc_trim
+    except (OSError, AttributeError):  # musl and other libcs have neither
+        return None
+    return libc
 
 
 def retain_freed_memory() -> bool:
     """Apply the allocator setting above (glibc on Linux only; elsewhere nothing changes).
     Returns whether it was applied."""
-    if not sys.platform.startswith("linux"):
+    libc = _glibc()
+    if libc is None:
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and other libcs have no mallopt
-        return False
+    mallopt = libc.mallopt
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     applied = mallopt(_M_MMAP_THRESHOLD, HEAP_BLOCK_LIMIT) == 1 and mallopt(_M_TRIM_THRESHOLD, HEAP_BLOCK_LIMIT) == 1
     if not applied:
         logging.getLogger(__name__).warning("this libc refused mallopt: large tensors keep their own mmap")
     return applied
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free pages back to the kernel (glibc's malloc_trim), once a training
+    step: within a step freed tensors are reused, across steps the process does not keep the
+    fragments of shapes it no longer uses. Measured over 14 GRPO-like steps of varying shapes
+    (SmolLM2-135M, Zen 4): resident memory 3.97 -> 5.13 GB without it, 2.41 -> 2.61 GB with
+    it, at the same step times."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def resolve_dtype(name: str) -> torch.dtype:

@@ -32,6 +32,7 @@ from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
 from aha.models.checkpoints import list_checkpoints
+from aha.models.compute import release_freed_memory
 from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import method_for
@@ -280,6 +281,7 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
                 # the time this step spent handing weights to the engine (an engine may do it
                 # lazily, at its next generate: then it is the previous update's weights)
                 record["time/sync_s"] = setup.engine.sync_seconds - synced
+                release_freed_memory()
                 in_step = False
                 run.log_metrics(record)
                 method.after_step(record, echo)

@@ -1,8 +1,9 @@
 """Sampling throughput of one engine alone: 64 sequences (8 prompts x 8 samples, and 64
-prompts x 1) of the demo's task, up to 128 new tokens, two repeats after a warm-up.
+prompts x 1) of the demo's task, up to 128 new tokens (or the second argument), two repeats
+after a warm-up.
 Counted tokens are each completion's up to and including its stop token.
 
-    python bench/engine_throughput.py hf|vllm|auto     (docs/performance.md)"""
+    python bench/engine_throughput.py hf|vllm|auto [MAX_NEW_TOKENS]     (docs/performance.md)"""
 
 import sys
 import time
@@ -14,8 +15,8 @@ from aha.rollout import build_engine
 from aha.tasks import build_task, encode_prompts
 
 
-def main(engine_name: str) -> None:
-    config = load_config("configs/quickstart.yaml", [f"rollout.engine={engine_name}", "rollout.max_new_tokens=128"])
+def main(engine_name: str, max_new_tokens: int = 128) -> None:
+    config = load_config("configs/quickstart.yaml", [f"rollout.engine={engine_name}", f"rollout.max_new_tokens={max_new_tokens}"])
     lm = load(config.model)
     task = build_task(config.task, config.base_dir)
     engine = build_engine(config.rollout, lm.model, lm.tokenizer, resolve_dtype(config.train.dtype), seed=config.seed)
@@ -35,4 +36,4 @@ def main(engine_name: str) -> None:
 
 
 if __name__ == "__main__":  # the vLLM engine's worker is a process of its own
-    main(sys.argv[1] if len(sys.argv) > 1 else "auto")
+    main(sys.argv[1] if len(sys.argv) > 1 else "auto", int(sys.argv[2]) if len(sys.argv) > 2 else 128)

@@ -113,7 +113,25 @@ def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, mon
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
     before = set(Path("/dev/shm").glob("aha-vllm-*"))
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
-        engine = build_engine(RolloutConfig(engine="auto"), tiny.model, tiny.tokenizer, torch.float32)
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=128), tiny.model, tiny.tokenizer, torch.float32)
     assert isinstance(engine, HFEngine)
     assert "vLLM at" in caplog.text and "did not start" in caplog.text and "No module named 'vllm'" in caplog.text
     assert set(Path("/dev/shm").glob("aha-vllm-*")) == before  # the failed worker's folder is gone
+
+
+def test_auto_samples_short_budgets_with_the_hf_engine_without_starting_vllm(monkeypatch, caplog):
+    # up to AUTO_VLLM_ABOVE_TOKENS new tokens the HF engine measured as fast or faster: no
+    # worker is started (this Python has no vLLM: trying would log that it did not start)
+    import logging
+    import sys
+
+    from aha.rollout.engine import AUTO_VLLM_ABOVE_TOKENS
+
+    tiny = load("tiny")
+    monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
+    with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=16), tiny.model, tiny.tokenizer, torch.float32)
+        at_limit = build_engine(RolloutConfig(engine="auto"), tiny.model, tiny.tokenizer, torch.float32,
+                                max_new_tokens=AUTO_VLLM_ABOVE_TOKENS)
+    assert isinstance(engine, HFEngine) and isinstance(at_limit, HFEngine)
+    assert "vLLM" not in caplog.text

@@ -243,3 +243,47 @@ def test_releasing_freed_memory_returns_the_pages_to_the_kernel():
     del blocks
     release_freed_memory()
     assert resident_gb() < held - 0.5
+
+
+def test_grouped_query_attention_takes_a_value_head_size_of_its_own():
+    # multi-head latent attention (DeepSeek-V2/V3, MiniCPM3): values narrower than queries
+    from aha.models.compute import grouped_query_attention
+
+    module = torch.nn.Module()
+    module.eval()
+    q, k, v = torch.randn(2, 4, 3, 6), torch.randn(2, 2, 5, 6), torch.randn(2, 2, 5, 4)
+    out, probs = grouped_query_attention(module, q, k, v, None, 0.4)
+    assert out.shape == (2, 3, 4, 4) and probs.shape == (2, 4, 3, 5)
+    expected = torch.softmax(q @ k.repeat_interleave(2, dim=1).transpose(2, 3) * 0.4, dim=-1) @ v.repeat_interleave(2, dim=1)
+    torch.testing.assert_close(out, expected.transpose(1, 2), atol=1e-6, rtol=1e-6)
+
+
+def test_attention_with_a_position_bias_is_left_to_sdpa():
+    # a term the plain form does not apply is not dropped: SDPA's path, which adds it, runs
+    from aha.models.compute import grouped_query_attention
+
+    module = torch.nn.Module()
+    module.eval()
+    module.num_key_value_groups, module.is_causal = 1, False
+    q, k, v = torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8), torch.randn(1, 2, 3, 8)
+    bias = torch.randn(1, 2, 3, 3)
+    out, _ = grouped_query_attention(module, q, k, v, torch.zeros(1, 1, 3, 3), 0.3, position_bias=bias)
+    expected = torch.softmax(q @ k.transpose(2, 3) * 0.3 + bias, dim=-1) @ v
+    torch.testing.assert_close(out, expected.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_models_whose_config_does_not_name_its_heads_keep_their_attention():
+    from aha.models.compute import attention_scores
+
+    class Config:
+        pass
+
+    assert attention_scores(Config(), 1, 1, 1) > EAGER_ATTENTION_MAX_SCORES
+
+
+def test_non_finite_logits_stop_sampling_with_an_error():
+    lm, engine, prompts = tiny()
+    with torch.no_grad():
+        lm.model.get_output_embeddings().weight[3, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="not finite at sampling step 0"):
+        engine.generate(prompts)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import logging
 import sys
 
@@ -31,6 +32,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 HEAP_BLOCK_LIMIT = 1 << 30
 
 
+@functools.cache
 def _glibc():
     if not sys.platform.startswith("linux"):
         return None
@@ -97,6 +99,12 @@ def grouped_query_attention(module, query: torch.Tensor, key: torch.Tensor, valu
     against their one key/value head, so the keys and values (the whole KV cache, when
     decoding) are never copied H/KV times. query (N, H, T, d); key, value (N, KV, L, d);
     attention_mask additive (N, 1, T, L) as for eager. Returns ((N, T, H, d), probabilities)."""
+    if any(kwargs.get(name) is not None for name in _ATTENTION_EXTRAS):
+        # terms this plain form does not apply (a position bias, soft-capping, sinks): the
+        # model's SDPA path does, and takes the same additive mask
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     N, H, T, d = query.shape
     KV, L = key.shape[1], key.shape[2]
     g = H // KV
@@ -106,8 +114,13 @@ def grouped_query_attention(module, query: torch.Tensor, key: torch.Tensor, valu
         scores = (scores.view(N, KV, g, T, L) + attention_mask[:, :, None, :, :L]).view(N, KV, g * T, L)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
-    out = torch.matmul(probs, value).view(N, H, T, d).transpose(1, 2).contiguous()
-    return out, probs
+    # the value's head size may differ from the query's (multi-head latent attention)
+    out = torch.matmul(probs, value).view(N, H, T, value.shape[-1]).transpose(1, 2).contiguous()
+    return out, probs.view(N, H, T, L)
+
+
+# attention inputs some models pass that grouped_query_attention leaves to SDPA
+_ATTENTION_EXTRAS = ("position_bias", "softcap", "s_aux", "sinks")
 
 
 def _register_grouped_attention() -> None:
@@ -122,17 +135,32 @@ def _register_grouped_attention() -> None:
 def attention_for(model, scores: int):
     """aha's grouped attention inside the block when a layer's score count is small (see
     EAGER_ATTENTION_MAX_SCORES), else the model's own implementation."""
-    current = model.config._attn_implementation
-    switchable = getattr(model, "_can_set_attn_implementation", lambda: False)()
+    config = model.config
+    current = config._attn_implementation
+    # a composite model (vision tower, ...) may set each part on its own: left as it is
+    switchable = getattr(model, "_can_set_attn_implementation", lambda: False)() and not getattr(config, "sub_configs", None)
     if scores > EAGER_ATTENTION_MAX_SCORES or current != "sdpa" or not switchable:
         yield
         return
     _register_grouped_attention()
-    model.set_attn_implementation(GROUPED_ATTENTION)
     try:
+        model.set_attn_implementation(GROUPED_ATTENTION)
         yield
     finally:
         model.set_attn_implementation(current)
+
+
+def attention_heads(config) -> int | None:
+    """Query heads a layer of the (text) model, None where the config does not say."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return getattr(text, "num_attention_heads", None)
+
+
+def attention_scores(config, rows: int, queries: int, keys: int) -> int:
+    """Scores a layer computes for rows x queries x keys; unknown head count: too many to
+    switch (attention_for then keeps the model's own attention)."""
+    heads = attention_heads(config)
+    return rows * heads * queries * keys if heads else EAGER_ATTENTION_MAX_SCORES + 1
 
 
 def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:

@@ -49,12 +49,19 @@ class Engine(Protocol):
 # config's allowed values to it)
 ENGINES = ("vllm", "hf")
 
+# auto samples with vLLM only for token budgets above this. Measured on a 2-core Zen 4, bf16,
+# SmolLM2-135M, 64 sequences (docs/performance.md): at 16 new tokens the HF engine's GRPO
+# step was 6.3-7.1 s against vLLM's 10.2; at 48 the two sampled alike (234-304 and 257-316
+# tokens/s); at 128 vLLM 330-380 against 220-280. vLLM also costs a start (20-30 s) and a
+# weight reload each step (0.5-0.7 s).
+AUTO_VLLM_ABOVE_TOKENS = 64
+
 
 def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtype: torch.dtype,
                  max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0) -> Engine:
-    """The engine rollout.engine names over model's weights; auto: vLLM where an environment
-    with it is found (rollout.vllm_python, $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and
-    starts, else the HF engine. max_new_tokens overrides the rollout's (evaluation budgets);
+    """The engine rollout.engine names over model's weights; auto: vLLM for token budgets over
+    AUTO_VLLM_ABOVE_TOKENS where an environment with it is found (rollout.vllm_python,
+    $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and starts, else the HF engine. max_new_tokens overrides the rollout's (evaluation budgets);
     self_certainty makes the engine also report each token's self-certainty (best-of-N
     ranking), which needs every step's full logits: only the HF engine has them."""
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
@@ -67,7 +74,7 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
             raise ValueError("rollout.engine=vllm cannot report self-certainty (it needs every step's full logits): "
                              "use rollout.engine=hf for self-certainty ranking")
         return vllm(vllm_python(rollout.vllm_python))
-    if rollout.engine == "auto" and not self_certainty:
+    if rollout.engine == "auto" and not self_certainty and max_new > AUTO_VLLM_ABOVE_TOKENS:
         python = vllm_python(rollout.vllm_python)
         if python is not None:
             try:

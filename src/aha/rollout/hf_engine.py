@@ -7,7 +7,7 @@ import math
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from aha.models.compute import attention_for, autocast, positions_from_mask
+from aha.models.compute import attention_for, attention_scores, autocast, positions_from_mask
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
@@ -84,11 +84,11 @@ class HFEngine(EngineSettings):
         cache = _decoding_cache(self.model.config, max_new_tokens)
         mask = distinct_mask.long()
         positions = positions_from_mask(mask)
-        heads = self.model.config.num_attention_heads
+        config = self.model.config
         # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
         # until the block ends, so they are cast once, not at every step
         with autocast(self.dtype):
-            with attention_for(backbone, mask.shape[0] * heads * mask.shape[1] ** 2):
+            with attention_for(backbone, attention_scores(config, mask.shape[0], mask.shape[1], mask.shape[1])):
                 hidden = backbone(input_ids=distinct_ids, attention_mask=mask, position_ids=positions,
                                   past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
             cache.batch_repeat_interleave(group_size)
@@ -101,6 +101,9 @@ class HFEngine(EngineSettings):
                 logits = _head_logits(head, hidden)
                 scaled = logits / temperature
                 log_z = scaled.logsumexp(dim=1)
+                if not torch.isfinite(log_z).all():  # the draw below would return an arbitrary token
+                    raise FloatingPointError(f"the policy's logits are not finite at sampling step {t} "
+                                             "(diverged weights?): nothing was sampled from them")
                 picked = scaled.argmax(dim=1) if greedy else _sample(scaled, log_z, self.top_p)
                 tokens[rows, t] = picked
                 logprobs[rows, t] = scaled.gather(1, picked[:, None]).squeeze(1) - log_z
@@ -115,7 +118,7 @@ class HFEngine(EngineSettings):
                     cache.batch_select_indices(keep)
                     rows, picked, mask, next_position = rows[keep], picked[keep], mask[keep], next_position[keep]
                 mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
-                with attention_for(backbone, mask.numel() * heads):
+                with attention_for(backbone, attention_scores(config, len(mask), 1, mask.shape[1])):
                     hidden = backbone(input_ids=picked[:, None], attention_mask=mask, position_ids=next_position[:, None],
                                       past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
                 next_position = next_position + 1
@@ -126,7 +129,8 @@ def _decoding_cache(config, max_new_tokens: int) -> Cache:
     """A KV cache whose layers write each step into room kept for max_new_tokens more tokens
     (Hugging Face's DynamicCache concatenates, copying the whole cache at every step: 3.3 s of
     14 s for 256 samples of 32 tokens). Models with sliding-window layers keep DynamicCache."""
-    if getattr(config, "sliding_window", None) or getattr(config, "layer_types", None):
+    text = config.get_text_config(decoder=True)
+    if any(getattr(text, name, None) for name in ("sliding_window", "layer_types", "attention_chunk_size")):
         return DynamicCache(config=config)
     return Cache(layer_class_to_replicate=lambda: RoomyLayer(max_new_tokens))
 

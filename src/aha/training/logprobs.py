@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-from aha.models.compute import attention_for, positions_from_mask
+from aha.models.compute import attention_for, attention_scores, positions_from_mask
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -17,7 +17,7 @@ def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Ten
     last token, then completion tokens 0..T-2). No LM head runs on prompt positions."""
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
-    with attention_for(backbone, _scores(backbone, *input_ids.shape, input_ids.shape[1])):
+    with attention_for(backbone, attention_scores(backbone.config, *input_ids.shape, input_ids.shape[1])):
         hidden = backbone(input_ids=input_ids, attention_mask=attention, position_ids=positions_from_mask(attention),
                           use_cache=False).last_hidden_state
     P, T = prompt_ids.shape[1], completion_ids.shape[1]
@@ -36,12 +36,8 @@ def grouped_completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: t
     prompt_ids / prompt_mask: (N/G, P), one row per group; completions: (N, T)."""
     G = group_size
     N, T, P = completion_ids.shape[0], completion_ids.shape[1], prompt_ids.shape[1]
-    with attention_for(backbone, max(_scores(backbone, N // G, P, P), _scores(backbone, N, T - 1, P + T - 1))):
+    with attention_for(backbone, max(attention_scores(backbone.config, N // G, P, P), attention_scores(backbone.config, N, T - 1, P + T - 1))):
         return _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G)
-
-
-def _scores(backbone, rows: int, queries: int, keys: int) -> int:
-    return rows * backbone.config.num_attention_heads * queries * keys
 
 
 def _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G: int):
@@ -111,6 +107,7 @@ class _HeadStats(torch.autograd.Function):
             ent[rows] = -(log_p.exp() * log_p).sum(dim=1)
         ctx.save_for_backward(hidden, weight, bias, targets, z, lse, ent)
         ctx.inv_temp, ctx.grad_dtype = inv_temp, grad_dtype
+        ctx.set_materialize_grads(False)  # an unused output (entropy) gets None, not zeros to multiply
         return logp, ent
 
     @staticmethod
@@ -122,12 +119,13 @@ class _HeadStats(torch.autograd.Function):
             rows = slice(s, s + HEAD_CHUNK_ROWS)
             log_p = z[rows] - lse[rows, None]
             p = log_p.exp()
-            if grad_ent is not None:
-                chunk = log_p.add_(ent[rows, None]).mul_(p).mul_(-grad_ent[rows, None])
+            if grad_ent is None:  # only the log-probs are differentiated
+                chunk = p.mul_(-grad_logp[rows, None])
             else:
-                chunk = torch.zeros_like(p)
+                chunk = log_p.add_(ent[rows, None]).mul_(p).mul_(-grad_ent[rows, None])
+                if grad_logp is not None:
+                    chunk.sub_(p.mul_(grad_logp[rows, None]))
             if grad_logp is not None:
-                chunk.sub_(p.mul_(grad_logp[rows, None]))
                 chunk[torch.arange(chunk.shape[0]), targets[rows]] += grad_logp[rows]
             g[rows] = chunk.mul_(ctx.inv_temp)
         grad_h = grad_w = grad_b = None

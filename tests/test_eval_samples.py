@@ -106,7 +106,7 @@ def test_token_certainty_is_the_kl_from_uniform():
     from aha.rollout.hf_engine import token_certainty
 
     steps = (torch.zeros(2, 4), torch.tensor([[0.0, 0.0, 0.0, math.log(3)], [100.0, 0.0, 0.0, 0.0]]))
-    got = token_certainty(steps)
+    got = torch.stack([token_certainty(step) for step in steps], dim=1)
     skewed = -math.log(4) - (3 * math.log(1 / 6) + math.log(1 / 2)) / 4  # p = (1/6, 1/6, 1/6, 1/2)
     assert got[:, 0].tolist() == pytest.approx([0.0, 0.0], abs=1e-6)  # uniform: no certainty
     assert got[:, 1].tolist() == pytest.approx([skewed, 75 - math.log(4)], rel=1e-5)

@@ -123,6 +123,7 @@ def grouped_query_attention(module, query: torch.Tensor, key: torch.Tensor, valu
 _ATTENTION_EXTRAS = ("position_bias", "softcap", "s_aux", "sinks")
 
 
+@functools.cache
 def _register_grouped_attention() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, eager_mask
@@ -161,6 +162,21 @@ def attention_scores(config, rows: int, queries: int, keys: int) -> int:
     switch (attention_for then keeps the model's own attention)."""
     heads = attention_heads(config)
     return rows * heads * queries * keys if heads else EAGER_ATTENTION_MAX_SCORES + 1
+
+
+def plain_head(model) -> torch.nn.Linear | None:
+    """The model's LM head when it is a plain Linear: aha then runs it in fp32 itself, for the
+    learner's log-probs and the sampler's alike (fp32_logits). None for a head with a forward
+    of its own, which runs as it is."""
+    head = model.get_output_embeddings()
+    return head if type(head) is torch.nn.Linear else None
+
+
+def fp32_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """hidden W^T + b in fp32, under autocast too: logits rounded to bf16 move in steps of
+    0.125 at 20, noise every importance ratio would carry."""
+    with torch.autocast("cpu", enabled=False):
+        return torch.nn.functional.linear(hidden.float(), weight.float(), None if bias is None else bias.float())
 
 
 def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:

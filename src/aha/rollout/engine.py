@@ -61,7 +61,8 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
                  max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0) -> Engine:
     """The engine rollout.engine names over model's weights; auto: vLLM for token budgets over
     AUTO_VLLM_ABOVE_TOKENS where an environment with it is found (rollout.vllm_python,
-    $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and starts, else the HF engine. max_new_tokens overrides the rollout's (evaluation budgets);
+    $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and starts, else the HF engine.
+    max_new_tokens overrides the rollout's (evaluation budgets);
     self_certainty makes the engine also report each token's self-certainty (best-of-N
     ranking), which needs every step's full logits: only the HF engine has them."""
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python

@@ -7,7 +7,7 @@ import math
 import torch
 from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
-from aha.models.compute import attention_for, attention_scores, autocast, positions_from_mask
+from aha.models.compute import attention_for, attention_scores, autocast, fp32_logits, plain_head, positions_from_mask
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
@@ -75,16 +75,16 @@ class HFEngine(EngineSettings):
         fp32 as the learner's does, so the sampling log-probs are the learner's up to the
         backbone's rounding. Returns (N, T) tokens (pad after a stop), log-probs and
         self-certainty, T <= max_new_tokens."""
-        backbone, head = self.model.base_model, self.model.get_output_embeddings()
+        backbone, config = self.model.base_model, self.model.config
+        head = plain_head(self.model)
         N = distinct_ids.shape[0] * group_size
         tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros(N, max_new_tokens)
         certainty = torch.zeros(N, max_new_tokens)
         stop = torch.tensor(self.eos_ids)
-        cache = _decoding_cache(self.model.config, max_new_tokens)
+        cache = _decoding_cache(config, max_new_tokens)
         mask = distinct_mask.long()
         positions = positions_from_mask(mask)
-        config = self.model.config
         # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
         # until the block ends, so they are cast once, not at every step
         with autocast(self.dtype):
@@ -98,7 +98,8 @@ class HFEngine(EngineSettings):
             rows = torch.arange(N)  # the rows still going, in cache order
             steps = 0
             for t in range(max_new_tokens):
-                logits = _head_logits(head, hidden)
+                logits = fp32_logits(hidden, head.weight, head.bias) if head is not None \
+                    else self.model.get_output_embeddings()(hidden).float()
                 scaled = logits / temperature
                 log_z = scaled.logsumexp(dim=1)
                 if not torch.isfinite(log_z).all():  # the draw below would return an arbitrary token
@@ -108,7 +109,7 @@ class HFEngine(EngineSettings):
                 tokens[rows, t] = picked
                 logprobs[rows, t] = scaled.gather(1, picked[:, None]).squeeze(1) - log_z
                 if self.self_certainty:
-                    certainty[rows, t] = _certainty(logits)
+                    certainty[rows, t] = token_certainty(logits)
                 steps = t + 1
                 going = ~torch.isin(picked, stop)
                 if t == max_new_tokens - 1 or not going.any():
@@ -178,44 +179,25 @@ class RoomyLayer(DynamicLayer):
             self._views()
 
 
-def _head_logits(head, hidden: torch.Tensor) -> torch.Tensor:
-    """(N, V) fp32 logits: a plain Linear head runs in fp32 (as the learner's, aha.training.
-    logprobs), any other head as it is."""
-    if type(head) is torch.nn.Linear:
-        with torch.autocast("cpu", enabled=False):
-            return torch.nn.functional.linear(hidden.float(), head.weight.float(),
-                                              None if head.bias is None else head.bias.float())
-    return head(hidden).float()
-
-
 def _sample(scaled: torch.Tensor, log_z: torch.Tensor, top_p: float) -> torch.Tensor:
     """One token a row from softmax(scaled), by inverse transform: a uniform draw a row
     against the cumulative probabilities (torch.multinomial draws one exponential number per
     vocabulary entry, which took a quarter of a sampling step). top_p < 1 keeps the smallest
     set of most probable tokens whose mass reaches top_p (the nucleus), renormalised."""
-    probs = (scaled - log_z[:, None]).exp_()
+    probs, order = (scaled - log_z[:, None]).exp_(), None
     if top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=1, descending=True)
+        probs, order = probs.sort(dim=1, descending=True)
         # a token stays while the mass before it is under top_p (the most probable always stays)
-        outside = (sorted_probs.cumsum(dim=1) - sorted_probs) >= top_p
-        sorted_probs.masked_fill_(outside, 0.0)
-        cdf = sorted_probs.cumsum(dim=1)
-        u = torch.rand(len(probs), 1) * cdf[:, -1:]
-        at = torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
-        return order.gather(1, at).squeeze(1)
+        probs.masked_fill_((probs.cumsum(dim=1) - probs) >= top_p, 0.0)
     cdf = probs.cumsum(dim=1)
     u = torch.rand(len(probs), 1) * cdf[:, -1:]
     # right=True: a draw equal to a boundary goes to the next token, so zero-probability
     # tokens (flat stretches of the cdf) are never picked
-    return torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1).squeeze(1)
+    at = torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+    return (at if order is None else order.gather(1, at)).squeeze(1)
 
 
-def _certainty(logits: torch.Tensor) -> torch.Tensor:
-    """(N,): KL(U || p) = -log V - mean_j log p(j) of raw logits (N, V) (see token_certainty)."""
-    return -math.log(logits.shape[-1]) - torch.log_softmax(logits, dim=-1).mean(dim=-1)
-
-
-def token_certainty(logits: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """(N, T): KL(U || p_t) = -log V - mean_j log p_t(j) for each step's raw logits (N, V).
+def token_certainty(logits: torch.Tensor) -> torch.Tensor:
+    """(N,): KL(U || p) = -log V - mean_j log p(j) of one step's raw logits (N, V).
     0 for a uniform distribution, log V for a certain one."""
-    return torch.stack([_certainty(step) for step in logits], dim=1)
+    return -math.log(logits.shape[-1]) - torch.log_softmax(logits.float(), dim=-1).mean(dim=-1)

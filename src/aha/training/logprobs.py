@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-from aha.models.compute import attention_for, attention_scores, positions_from_mask
+from aha.models.compute import attention_for, attention_scores, fp32_logits, plain_head, positions_from_mask
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -93,10 +93,7 @@ class _HeadStats(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # fp32 inside autocast too
     def forward(ctx, hidden, weight, bias, targets, inv_temp: float, grad_dtype: torch.dtype):
-        z = hidden.float() @ weight.float().t()
-        if bias is not None:
-            z += bias.float()
-        z *= inv_temp
+        z = fp32_logits(hidden, weight, bias).mul_(inv_temp)
         M = z.shape[0]
         logp, ent, lse = (z.new_empty(M) for _ in range(3))
         for s in range(0, M, HEAD_CHUNK_ROWS):
@@ -147,9 +144,9 @@ def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.
     bf16 its backward's matmuls run in bf16 (None: bf16 when called under bf16 autocast)."""
     if grad_dtype is None:
         grad_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
-    head = model.get_output_embeddings()
-    if type(head) is not torch.nn.Linear:  # a head with its own forward: run it as it is
-        return _token_stats_reference(head(hidden).float() / temperature, targets, mask, entropy)
+    head = plain_head(model)
+    if head is None:  # a head with its own forward: run it as it is
+        return _token_stats_reference(model.get_output_embeddings()(hidden).float() / temperature, targets, mask, entropy)
     keep = mask.bool()
     logp, ent = _HeadStats.apply(hidden[keep], head.weight, head.bias, targets[keep], 1.0 / temperature, grad_dtype)
     logprobs = hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, logp)

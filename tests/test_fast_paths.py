@@ -287,3 +287,104 @@ def test_non_finite_logits_stop_sampling_with_an_error():
         lm.model.get_output_embeddings().weight[3, 0] = float("nan")
     with pytest.raises(FloatingPointError, match="not finite at sampling step 0"):
         engine.generate(prompts)
+
+
+def _prefilled(model, prompt_ids, room=8):
+    from aha.rollout.kv_cache import decoding_cache
+
+    cache = decoding_cache(model.config, room)
+    mask = torch.ones_like(prompt_ids)
+    mask[0, :2] = 0  # a left-padded row
+    positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+    model.base_model(input_ids=prompt_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+    return cache, mask, positions[:, -1] + 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_lean_llama_step_is_the_models_own_forward(dtype):
+    import copy
+
+    from aha.models.compute import autocast
+    from aha.rollout.llama_decoding import LlamaDecoding
+
+    lm = load("tiny")
+    model = lm.model.eval()
+    torch.manual_seed(0)
+    prompt_ids = torch.randint(3, 60, (3, 5))
+    tokens = torch.randint(3, 60, (3,))
+    with torch.no_grad(), autocast(dtype):
+        cache, mask, position = _prefilled(model, prompt_ids)
+        assert LlamaDecoding.fits(model, cache)
+        reference_cache = copy.deepcopy(cache)
+        mask = torch.cat([mask, mask.new_ones(3, 1)], dim=1)
+        for step in range(3):  # several steps: the cache the lean step writes is read back
+            ours = LlamaDecoding(model, dtype).step(tokens, position, mask, cache)
+            theirs = model.base_model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
+                                      past_key_values=reference_cache, use_cache=True).last_hidden_state[:, -1]
+            assert ours.dtype == theirs.dtype == torch.float32
+            tolerance = 1e-5 if dtype == torch.float32 else 2e-2  # bf16: products fused differently
+            assert torch.allclose(ours, theirs, atol=tolerance, rtol=tolerance), (ours - theirs).abs().max()
+            tokens, position = (tokens * 7 + step) % 60 + 3, position + 1
+            mask = torch.cat([mask, mask.new_ones(3, 1)], dim=1)
+
+
+def test_the_engine_samples_the_same_on_the_lean_step_as_on_the_models_forward(monkeypatch):
+    from aha.rollout.llama_decoding import LlamaDecoding
+
+    lm, engine, prompts = tiny(max_new_tokens=8)
+    with torch.no_grad():
+        for p in lm.model.parameters():
+            p.mul_(3)
+    steps = []
+    lean_step = LlamaDecoding.step
+    monkeypatch.setattr(LlamaDecoding, "step", lambda self, *a: steps.append(1) or lean_step(self, *a))
+    torch.manual_seed(5)
+    lean = engine.generate(prompts, group_size=3)
+    assert steps, "the tiny Llama did not decode on the lean step"
+    monkeypatch.setattr(LlamaDecoding, "fits", staticmethod(lambda model, cache: False))
+    torch.manual_seed(5)
+    plain = engine.generate(prompts, group_size=3)
+    assert torch.equal(lean.completion_ids, plain.completion_ids)
+    assert torch.allclose(lean.sampling_logprobs, plain.sampling_logprobs, atol=1e-5)
+
+
+def test_wrapped_projections_and_other_caches_take_the_models_forward():
+    from transformers.cache_utils import DynamicCache
+
+    from aha.rollout.llama_decoding import LlamaDecoding
+
+    class Wrapped(torch.nn.Linear):  # what an adapter library puts in a projection's place
+        pass
+
+    lm = load("tiny")
+    prompt_ids = torch.randint(3, 60, (2, 4))
+    with torch.no_grad():
+        cache, _, _ = _prefilled(lm.model, prompt_ids)
+        assert LlamaDecoding.fits(lm.model, cache)
+        assert not LlamaDecoding.fits(lm.model, DynamicCache(config=lm.model.config))
+        attention = lm.model.base_model.layers[1].self_attn
+        plain = attention.v_proj
+        attention.v_proj = Wrapped(plain.in_features, plain.out_features, bias=False)
+        assert not LlamaDecoding.fits(lm.model, cache)
+
+
+def test_the_cache_with_room_holds_what_was_written_through_growth_and_row_changes():
+    from aha.rollout.kv_cache import RoomyLayer
+
+    layer = RoomyLayer(room=2)
+    torch.manual_seed(0)
+    written_k, written_v = [], []
+    for length in (3, 1, 1, 1, 2):  # past the room twice: the buffers grow
+        k, v = torch.randn(2, 3, length, 4), torch.randn(2, 3, length, 4)
+        keys, values = layer.update(k, v)
+        written_k.append(k)
+        written_v.append(v)
+        assert torch.equal(keys, torch.cat(written_k, dim=2)) and torch.equal(values, torch.cat(written_v, dim=2))
+        # the scores' product reads the keys transposed: a slice of the buffer, not a copy
+        assert keys.transpose(2, 3).data_ptr() == layer.key_buffer.data_ptr()
+    layer.batch_repeat_interleave(2)
+    assert torch.equal(layer.keys, torch.cat(written_k, dim=2).repeat_interleave(2, dim=0))
+    layer.batch_select_indices(torch.tensor([3, 0]))
+    assert torch.equal(layer.values, torch.cat(written_v, dim=2)[[1, 0]])
+    layer.keys_as(torch.bfloat16)
+    assert layer.keys.dtype == torch.bfloat16 and torch.equal(layer.keys, torch.cat(written_k, dim=2)[[1, 0]].bfloat16())

@@ -172,11 +172,28 @@ def plain_head(model) -> torch.nn.Linear | None:
     return head if type(head) is torch.nn.Linear else None
 
 
+# The head's product is taken this many vocabulary entries at a time: one (rows, 49152) fp32
+# product ran at 89 GFLOP/s on 64 rows, slices of 2048 at 125 (Zen 4; 122 -> 151 at 256 rows),
+# its operands staying in cache.
+HEAD_VOCAB_SLICE = 2048
+
+
 def fp32_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """hidden W^T + b in fp32, under autocast too: logits rounded to bf16 move in steps of
-    0.125 at 20, noise every importance ratio would carry."""
+    0.125 at 20, noise every importance ratio would carry. Without autograd it is computed
+    in vocabulary slices (HEAD_VOCAB_SLICE)."""
     with torch.autocast("cpu", enabled=False):
-        return torch.nn.functional.linear(hidden.float(), weight.float(), None if bias is None else bias.float())
+        hidden, weight, bias = hidden.float(), weight.float(), None if bias is None else bias.float()
+        if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
+            return torch.nn.functional.linear(hidden, weight, bias)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        logits = flat.new_empty(flat.shape[0], weight.shape[0])
+        for start in range(0, weight.shape[0], HEAD_VOCAB_SLICE):
+            end = start + HEAD_VOCAB_SLICE
+            torch.mm(flat, weight[start:end].t(), out=logits[:, start:end])
+        if bias is not None:
+            logits += bias
+        return logits.view(*hidden.shape[:-1], weight.shape[0])
 
 
 def positions_from_mask(attention: torch.Tensor) -> torch.Tensor:

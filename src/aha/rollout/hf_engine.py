@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 from aha.models.compute import attention_for, attention_scores, autocast, fp32_logits, plain_head, positions_from_mask
+from aha.rollout.kv_cache import decoding_cache
+from aha.rollout.llama_decoding import LlamaDecoding
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
 
@@ -82,7 +83,7 @@ class HFEngine(EngineSettings):
         logprobs = torch.zeros(N, max_new_tokens)
         certainty = torch.zeros(N, max_new_tokens)
         stop = torch.tensor(self.eos_ids)
-        cache = _decoding_cache(config, max_new_tokens)
+        cache = decoding_cache(config, max_new_tokens)
         mask = distinct_mask.long()
         positions = positions_from_mask(mask)
         # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
@@ -95,6 +96,8 @@ class HFEngine(EngineSettings):
             hidden = hidden.repeat_interleave(group_size, dim=0)
             mask = mask.repeat_interleave(group_size, dim=0)
             next_position = positions[:, -1].repeat_interleave(group_size) + 1
+            # Llama models decode on a lean step of their own (rollout/llama_decoding.py)
+            decoding = LlamaDecoding(self.model, self.dtype) if LlamaDecoding.fits(self.model, cache) else None
             rows = torch.arange(N)  # the rows still going, in cache order
             steps = 0
             for t in range(max_new_tokens):
@@ -119,64 +122,15 @@ class HFEngine(EngineSettings):
                     cache.batch_select_indices(keep)
                     rows, picked, mask, next_position = rows[keep], picked[keep], mask[keep], next_position[keep]
                 mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
+                if decoding is not None:
+                    hidden = decoding.step(picked, next_position, mask, cache)
+                    next_position = next_position + 1
+                    continue
                 with attention_for(backbone, attention_scores(config, len(mask), 1, mask.shape[1])):
                     hidden = backbone(input_ids=picked[:, None], attention_mask=mask, position_ids=next_position[:, None],
                                       past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
                 next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
-
-
-def _decoding_cache(config, max_new_tokens: int) -> Cache:
-    """A KV cache whose layers write each step into room kept for max_new_tokens more tokens
-    (Hugging Face's DynamicCache concatenates, copying the whole cache at every step: 3.3 s of
-    14 s for 256 samples of 32 tokens). Models with sliding-window layers keep DynamicCache."""
-    text = config.get_text_config(decoder=True)
-    if any(getattr(text, name, None) for name in ("sliding_window", "layer_types", "attention_chunk_size")):
-        return DynamicCache(config=config)
-    return Cache(layer_class_to_replicate=lambda: RoomyLayer(max_new_tokens))
-
-
-class RoomyLayer(DynamicLayer):
-    """A DynamicLayer whose keys / values are views of buffers with room for `room` more
-    positions: a step writes its token in place. Rows are selected or repeated on the buffers."""
-
-    def __init__(self, room: int):
-        super().__init__()
-        self.room, self.length = room, 0
-        self.key_buffer = self.value_buffer = None
-
-    def update(self, key_states, value_states, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        end = self.length + key_states.shape[-2]
-        if self.key_buffer is None or end > self.key_buffer.shape[-2]:
-            self.key_buffer = self._grown(self.key_buffer, key_states, end + self.room)
-            self.value_buffer = self._grown(self.value_buffer, value_states, end + self.room)
-        self.key_buffer[:, :, self.length:end] = key_states
-        self.value_buffer[:, :, self.length:end] = value_states
-        self.length = end
-        return self._views()
-
-    def _grown(self, buffer, state, capacity: int):
-        grown = state.new_empty(*state.shape[:2], capacity, state.shape[-1])
-        if buffer is not None:
-            grown[:, :, :self.length] = buffer[:, :, :self.length]
-        return grown
-
-    def _views(self):
-        self.keys, self.values = self.key_buffer[:, :, :self.length], self.value_buffer[:, :, :self.length]
-        return self.keys, self.values
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.length:
-            self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
-            self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
-            self._views()
-
-    def batch_select_indices(self, indices) -> None:
-        if self.length:
-            self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
-            self._views()
 
 
 def _sample(scaled: torch.Tensor, log_z: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -88,7 +88,7 @@ def test_inverse_transform_sampling_draws_the_softmax_distribution():
     expected = torch.softmax(logits, dim=0)
     n = 200_000
     rows = logits.expand(n, -1).contiguous()
-    got = _frequencies(lambda n: _sample(rows, rows.logsumexp(dim=1), 1.0), 6, n)
+    got = _frequencies(lambda n: _sample(rows.exp(), 1.0), 6, n)
     assert got[2] == 0 and got[5] == 0  # zero-probability tokens, also the last one, never drawn
     sigma = (expected * (1 - expected) / n).sqrt()
     assert torch.all((got - expected).abs() <= 5 * sigma + 1e-9), (got, expected)
@@ -101,11 +101,11 @@ def test_top_p_keeps_the_smallest_set_reaching_p_renormalised():
     probs = torch.tensor([0.15, 0.5, 0.05, 0.3])
     n = 100_000
     rows = probs.log().expand(n, -1).contiguous()
-    got = _frequencies(lambda n: _sample(rows, rows.logsumexp(dim=1), 0.7), 4, n)
+    got = _frequencies(lambda n: _sample(rows.exp() * 3.7, 0.7), 4, n)  # weights up to a factor
     assert got[0] == 0 and got[2] == 0
     assert got[1] == pytest.approx(0.5 / 0.8, abs=0.01) and got[3] == pytest.approx(0.3 / 0.8, abs=0.01)
     # top_p below the largest probability keeps the most probable token alone
-    assert torch.all(_sample(rows[:100], rows[:100].logsumexp(dim=1), 0.1) == 1)
+    assert torch.all(_sample(rows[:100].exp(), 0.1) == 1)
 
 
 def tiny(max_new_tokens=8, temperature=1.0):
@@ -388,3 +388,24 @@ def test_the_cache_with_room_holds_what_was_written_through_growth_and_row_chang
     assert torch.equal(layer.values, torch.cat(written_v, dim=2)[[1, 0]])
     layer.keys_as(torch.bfloat16)
     assert layer.keys.dtype == torch.bfloat16 and torch.equal(layer.keys, torch.cat(written_k, dim=2)[[1, 0]].bfloat16())
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_fp32_head_gives_each_rows_logits_however_many_rows_it_computes(bias):
+    from aha.models.compute import FP32Head
+
+    torch.manual_seed(0)
+    weight, hidden = torch.randn(5000, 96) * 0.1, torch.randn(70, 96)
+    b = torch.randn(5000) if bias else None
+    exact = torch.nn.functional.linear(hidden.double(), weight.double(), None if b is None else b.double())
+    head = FP32Head(weight, b)
+    logits = head(hidden)
+    assert logits.dtype == torch.float32 and torch.allclose(logits.double(), exact, atol=1e-5)
+    if head.packed is not None:  # oneDNN's packed product: a row's logits are the same alone or in a batch
+        assert torch.equal(head(hidden[3:4]), logits[3:4]) and torch.equal(head(hidden[:37]), logits[:37])
+    head.packed = None  # the sliced product, where oneDNN cannot pack
+    assert torch.allclose(head(hidden).double(), exact, atol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert head(hidden).dtype == torch.float32
+    with pytest.raises(RuntimeError, match="does not differentiate"):
+        head(hidden.requires_grad_())

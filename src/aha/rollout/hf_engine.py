@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from aha.models.compute import attention_for, attention_scores, autocast, fp32_logits, plain_head, positions_from_mask
+from aha.models.compute import FP32Head, attention_for, attention_scores, autocast, plain_head, positions_from_mask
 from aha.rollout.kv_cache import decoding_cache
 from aha.rollout.llama_decoding import LlamaDecoding
 from aha.rollout.settings import EngineSettings
@@ -77,7 +77,8 @@ class HFEngine(EngineSettings):
         backbone's rounding. Returns (N, T) tokens (pad after a stop), log-probs and
         self-certainty, T <= max_new_tokens."""
         backbone, config = self.model.base_model, self.model.config
-        head = plain_head(self.model)
+        plain = plain_head(self.model)
+        head = None if plain is None else FP32Head(plain.weight, plain.bias)
         N = distinct_ids.shape[0] * group_size
         tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros(N, max_new_tokens)
@@ -101,14 +102,17 @@ class HFEngine(EngineSettings):
             rows = torch.arange(N)  # the rows still going, in cache order
             steps = 0
             for t in range(max_new_tokens):
-                logits = fp32_logits(hidden, head.weight, head.bias) if head is not None \
+                logits = head(hidden) if head is not None \
                     else self.model.get_output_embeddings()(hidden).float()
-                scaled = logits / temperature
-                log_z = scaled.logsumexp(dim=1)
+                scaled = logits if temperature == 1.0 else logits / temperature
+                # log Z as logsumexp computes it, keeping exp(scaled - max): the draw's weights
+                top = scaled.amax(dim=1, keepdim=True)
+                weights = (scaled - top).exp_()
+                log_z = top.squeeze(1) + weights.sum(dim=1).log_()
                 if not torch.isfinite(log_z).all():  # the draw below would return an arbitrary token
                     raise FloatingPointError(f"the policy's logits are not finite at sampling step {t} "
                                              "(diverged weights?): nothing was sampled from them")
-                picked = scaled.argmax(dim=1) if greedy else _sample(scaled, log_z, self.top_p)
+                picked = scaled.argmax(dim=1) if greedy else _sample(weights, self.top_p)
                 tokens[rows, t] = picked
                 logprobs[rows, t] = scaled.gather(1, picked[:, None]).squeeze(1) - log_z
                 if self.self_certainty:
@@ -133,21 +137,24 @@ class HFEngine(EngineSettings):
         return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
 
 
-def _sample(scaled: torch.Tensor, log_z: torch.Tensor, top_p: float) -> torch.Tensor:
-    """One token a row from softmax(scaled), by inverse transform: a uniform draw a row
-    against the cumulative probabilities (torch.multinomial draws one exponential number per
+def _sample(weights: torch.Tensor, top_p: float) -> torch.Tensor:
+    """One token a row, drawn with probability proportional to `weights` (N, V), which are
+    exp(scaled logits) up to a factor a row, by inverse transform: a uniform draw a row
+    against the cumulative weights (torch.multinomial draws one exponential number per
     vocabulary entry, which took a quarter of a sampling step). top_p < 1 keeps the smallest
-    set of most probable tokens whose mass reaches top_p (the nucleus), renormalised."""
-    probs, order = (scaled - log_z[:, None]).exp_(), None
+    set of most probable tokens whose mass reaches top_p (the nucleus), renormalised.
+    `weights` is overwritten."""
+    order = None
     if top_p < 1.0:
-        probs, order = probs.sort(dim=1, descending=True)
+        weights, order = weights.sort(dim=1, descending=True)
         # a token stays while the mass before it is under top_p (the most probable always stays)
-        probs.masked_fill_((probs.cumsum(dim=1) - probs) >= top_p, 0.0)
-    cdf = probs.cumsum(dim=1)
-    u = torch.rand(len(probs), 1) * cdf[:, -1:]
+        cdf = weights.cumsum(dim=1)
+        weights.masked_fill_(cdf - weights >= top_p * cdf[:, -1:], 0.0)
+    cdf = weights.cumsum(dim=1)
+    u = torch.rand(len(weights), 1) * cdf[:, -1:]
     # right=True: a draw equal to a boundary goes to the next token, so zero-probability
     # tokens (flat stretches of the cdf) are never picked
-    at = torch.searchsorted(cdf, u, right=True).clamp_(max=probs.shape[1] - 1)
+    at = torch.searchsorted(cdf, u, right=True).clamp_(max=weights.shape[1] - 1)
     return (at if order is None else order.gather(1, at)).squeeze(1)
 
 

@@ -63,7 +63,8 @@ class _Layer:
     out: _Projection
     gate_up: _Projection
     down: _Projection
-    split: tuple[int, int, int]  # query, key, value widths of qkv's output
+    split: tuple[int, int]  # widths of qkv's output: queries and keys, values
+    heads: tuple[int, int]  # query heads, key heads
 
 
 class LlamaDecoding:
@@ -78,11 +79,12 @@ class LlamaDecoding:
         layers = []
         for layer in self.backbone.layers:
             attn, mlp = layer.self_attn, layer.mlp
-            split = (attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features)
+            queries, keys = attn.q_proj.out_features, attn.k_proj.out_features
+            split, heads = (queries + keys, attn.v_proj.out_features), (queries // self.head_dim, keys // self.head_dim)
             layers.append(_Layer(layer, _Projection.of([attn.q_proj, attn.k_proj, attn.v_proj], dtype),
                                  _Projection.of([attn.o_proj], dtype),
                                  _Projection.of([mlp.gate_proj, mlp.up_proj], dtype),
-                                 _Projection.of([mlp.down_proj], dtype), split))
+                                 _Projection.of([mlp.down_proj], dtype), split, heads))
         self.layers = layers
 
     @staticmethod
@@ -105,23 +107,25 @@ class LlamaDecoding:
         """One new token a row: tokens and positions (N,), mask (N, L) of the L positions
         after this one is added (1 = attend). Appends to `cache` and returns the final
         norm's output (N, hidden)."""
-        N = tokens.shape[0]
+        N, d = tokens.shape[0], self.head_dim
         x = self.backbone.embed_tokens(tokens[:, None])  # (N, 1, D)
         cos, sin = self.backbone.rotary_emb(x, positions[:, None])
-        cos, sin = cos[:, None], sin[:, None]  # against (N, heads, 1, d)
+        # rotate_half(t) * sin is roll(t, d/2) * sin with sin's first half negated (the same
+        # products): queries and keys rotate together in four operations
+        cos, sin = cos[:, :, None], torch.cat([-sin[..., :d // 2], sin[..., d // 2:]], dim=-1)[:, :, None]
         # the additive mask eager attention takes: 0 to attend, the dtype's minimum not to
         additive = torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(mask == 0, torch.finfo(x.dtype).min)[:, None, None]
-        d = self.head_dim
         # attention under bf16 autocast reads the keys in bf16: the cache keeps them so
         # (the same values, no cast of the whole cache every step)
         key_dtype = x.dtype if self.dtype == torch.float32 else self.dtype
         for index, layer in enumerate(self.layers):
             module = layer.module
-            q, k, v = layer.qkv(module.input_layernorm(x)).split(layer.split, dim=-1)
-            q, k, v = (t.view(N, 1, -1, d).transpose(1, 2) for t in (q, k, v))
-            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+            qk, v = layer.qkv(module.input_layernorm(x)).split(layer.split, dim=-1)
+            qk = qk.view(N, 1, -1, d)  # query heads, then key heads
+            qk = qk * cos + qk.roll(d // 2, dims=-1) * sin
+            q, k = qk.transpose(1, 2).split(layer.heads, dim=1)
             cache.layers[index].keys_as(key_dtype)
-            k, v = cache.layers[index].update(k.to(key_dtype), v)
+            k, v = cache.layers[index].update(k, v.view(N, 1, -1, d).transpose(1, 2))
             attended, _ = grouped_query_attention(module.self_attn, q, k, v, additive, self.scaling)
             x = x + layer.out(attended.reshape(N, 1, -1))
             gate, up = layer.gate_up(module.post_attention_layernorm(x)).chunk(2, dim=-1)

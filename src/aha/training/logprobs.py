@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-from aha.models.compute import attention_for, attention_scores, fp32_logits, plain_head, positions_from_mask
+from aha.models.compute import FP32Head, attention_for, attention_scores, plain_head, positions_from_mask
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
@@ -93,7 +93,7 @@ class _HeadStats(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # fp32 inside autocast too
     def forward(ctx, hidden, weight, bias, targets, inv_temp: float, grad_dtype: torch.dtype):
-        z = fp32_logits(hidden, weight, bias).mul_(inv_temp)
+        z = FP32Head(weight, bias)(hidden).mul_(inv_temp)
         M = z.shape[0]
         logp, ent, lse = (z.new_empty(M) for _ in range(3))
         for s in range(0, M, HEAD_CHUNK_ROWS):

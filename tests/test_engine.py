@@ -109,8 +109,11 @@ def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, mon
     import logging
     import sys
 
+    from aha.rollout.llama_decoding import LlamaDecoding
+
     tiny = load("tiny")
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
+    monkeypatch.setattr(LlamaDecoding, "fits", staticmethod(lambda model, cache=None: False))  # a model without the lean step
     before = set(Path("/dev/shm").glob("aha-vllm-*"))
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
         engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=128), tiny.model, tiny.tokenizer, torch.float32)
@@ -135,3 +138,15 @@ def test_auto_samples_short_budgets_with_the_hf_engine_without_starting_vllm(mon
                                 max_new_tokens=AUTO_VLLM_ABOVE_TOKENS)
     assert isinstance(engine, HFEngine) and isinstance(at_limit, HFEngine)
     assert "vLLM" not in caplog.text
+
+
+def test_auto_samples_models_with_the_lean_decoding_step_with_the_hf_engine_at_any_budget(monkeypatch, caplog):
+    # the HF engine's lean Llama step measured as fast as vLLM or faster at 128 and 256 tokens
+    import logging
+    import sys
+
+    tiny = load("tiny")
+    monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
+    with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=512), tiny.model, tiny.tokenizer, torch.float32)
+    assert isinstance(engine, HFEngine) and "vLLM" not in caplog.text

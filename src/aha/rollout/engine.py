@@ -49,22 +49,26 @@ class Engine(Protocol):
 # config's allowed values to it)
 ENGINES = ("vllm", "hf")
 
-# auto samples with vLLM only for token budgets above this. Measured on a 2-core Zen 4, bf16,
-# SmolLM2-135M, 64 sequences (docs/performance.md): at 16 new tokens the HF engine's GRPO
-# step was 6.3-7.1 s against vLLM's 10.2; at 48 the two sampled alike (234-304 and 257-316
-# tokens/s); at 128 vLLM 330-380 against 220-280. vLLM also costs a start (20-30 s) and a
-# weight reload each step (0.5-0.7 s).
+# auto samples with vLLM only for token budgets above this, and only for models the HF engine
+# has no lean decoding step for (rollout/llama_decoding.py). Measured on a 2-core Zen 4, bf16,
+# SmolLM2-135M, 64 sequences (docs/performance.md): with the lean step the HF engine sampled
+# as fast as vLLM at 128 tokens counted to the stop (346-374 and 338-378 tokens/s) and 1.4-1.6x
+# faster with all 64 rows running to the budget (128 tokens: 487-554 against 336-346; 256:
+# 448-468 against 372-387); without it, vLLM was about 1.4x faster at 128 tokens and the two
+# tied at 48. vLLM also costs a start (20-30 s) and a weight reload each step (0.5-0.7 s).
 AUTO_VLLM_ABOVE_TOKENS = 64
 
 
 def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtype: torch.dtype,
                  max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0) -> Engine:
     """The engine rollout.engine names over model's weights; auto: vLLM for token budgets over
-    AUTO_VLLM_ABOVE_TOKENS where an environment with it is found (rollout.vllm_python,
-    $AHA_VLLM_PYTHON, or .venv-vllm beside aha's) and starts, else the HF engine.
+    AUTO_VLLM_ABOVE_TOKENS of a model the HF engine has no lean decoding step for, where an
+    environment with it is found (rollout.vllm_python, $AHA_VLLM_PYTHON, or .venv-vllm beside
+    aha's) and starts, else the HF engine.
     max_new_tokens overrides the rollout's (evaluation budgets);
     self_certainty makes the engine also report each token's self-certainty (best-of-N
     ranking), which needs every step's full logits: only the HF engine has them."""
+    from aha.rollout.llama_decoding import LlamaDecoding
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
 
     max_new = max_new_tokens or rollout.max_new_tokens
@@ -75,7 +79,8 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
             raise ValueError("rollout.engine=vllm cannot report self-certainty (it needs every step's full logits): "
                              "use rollout.engine=hf for self-certainty ranking")
         return vllm(vllm_python(rollout.vllm_python))
-    if rollout.engine == "auto" and not self_certainty and max_new > AUTO_VLLM_ABOVE_TOKENS:
+    if rollout.engine == "auto" and not self_certainty and max_new > AUTO_VLLM_ABOVE_TOKENS \
+            and not LlamaDecoding.fits(model):
         python = vllm_python(rollout.vllm_python)
         if python is not None:
             try:

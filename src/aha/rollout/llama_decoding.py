@@ -88,10 +88,13 @@ class LlamaDecoding:
         self.layers = layers
 
     @staticmethod
-    def fits(model, cache) -> bool:
-        """Exactly Llama's classes, plain Linear projections, aha's whole-sequence cache."""
+    def fits(model, cache=None) -> bool:
+        """Exactly Llama's classes, plain Linear projections, and (where a cache is given)
+        aha's whole-sequence cache."""
         backbone = getattr(model, "base_model", None)
-        if type(backbone) is not LlamaModel or not all(type(layer) is RoomyLayer for layer in getattr(cache, "layers", [None])):
+        if type(backbone) is not LlamaModel:
+            return False
+        if cache is not None and not all(type(layer) is RoomyLayer for layer in getattr(cache, "layers", [None])):
             return False
         for layer in backbone.layers:
             if type(layer) is not LlamaDecoderLayer or type(layer.self_attn) is not LlamaAttention \
@@ -101,7 +104,7 @@ class LlamaDecoding:
                        layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
             if any(type(linear) is not torch.nn.Linear for linear in linears):
                 return False
-        return len(cache.layers) == len(backbone.layers) and getattr(backbone.config, "pretraining_tp", 1) == 1
+        return (cache is None or len(cache.layers) == len(backbone.layers)) and getattr(backbone.config, "pretraining_tp", 1) == 1
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
         """One new token a row: tokens and positions (N,), mask (N, L) of the L positions

@@ -84,7 +84,9 @@ def serve(socket_path: str, folder: str, dtype: str, seed: int, max_num_seqs: in
                     if op == "generate":
                         params = SamplingParams(n=args["n"], temperature=args["temperature"], top_p=args["top_p"],
                                                 max_tokens=args["max_tokens"], stop_token_ids=args["stop_token_ids"],
-                                                logprobs=0, detokenize=False)
+                                                # stop at the engine's stop ids and only there, as the HF
+                                                # engine does (the tokenizer's EOS is one of them)
+                                                ignore_eos=True, logprobs=0, detokenize=False)
                         outputs = llm.generate([{"prompt_token_ids": ids} for ids in args["prompts"]], params,
                                                use_tqdm=False)
                         reply = [[(list(c.token_ids), [step[t].logprob for t, step in zip(c.token_ids, c.logprobs)],

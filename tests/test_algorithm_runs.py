@@ -107,8 +107,9 @@ def test_bf16_training_step_under_autocast_keeps_fp32_weights(tmp_path, caplog):
         run = Path(train(config, echo=QUIET).run_dir)
     assert "compute dtype torch.bfloat16" in caplog.text
     (r,) = metrics(run)
-    # engine and trainer both run bf16 matmuls but round apart: ~4e-4 on the tiny model
-    assert 0 < r["logprobs/engine_trainer_abs_diff"] < 5e-3
+    # engine and trainer both run bf16 matmuls and may round apart (~4e-4 on the tiny model
+    # before the lean decoding step and the packed head; since then, identically here)
+    assert 0 <= r["logprobs/engine_trainer_abs_diff"] < 5e-3
     assert r["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-3)  # against the trainer's own bf16 log-probs
     assert r["grad_norm"] > 0 and r["loss/total"] == r["loss/total"]  # not NaN
     weights = load_file(run / "checkpoints/step-1/model.safetensors")

@@ -317,8 +317,9 @@ def test_the_lean_llama_step_is_the_models_own_forward(dtype):
         assert LlamaDecoding.fits(model, cache)
         reference_cache = copy.deepcopy(cache)
         mask = torch.cat([mask, mask.new_ones(3, 1)], dim=1)
+        decoding = LlamaDecoding(model, dtype, cache)
         for step in range(3):  # several steps: the cache the lean step writes is read back
-            ours = LlamaDecoding(model, dtype).step(tokens, position, mask, cache)
+            ours = decoding.step(tokens, position, mask)
             theirs = model.base_model(input_ids=tokens[:, None], attention_mask=mask, position_ids=position[:, None],
                                       past_key_values=reference_cache, use_cache=True).last_hidden_state[:, -1]
             assert ours.dtype == theirs.dtype == torch.float32
@@ -388,6 +389,10 @@ def test_the_cache_with_room_holds_what_was_written_through_growth_and_row_chang
     assert torch.equal(layer.values, torch.cat(written_v, dim=2)[[1, 0]])
     layer.keys_as(torch.bfloat16)
     assert layer.keys.dtype == torch.bfloat16 and torch.equal(layer.keys, torch.cat(written_k, dim=2)[[1, 0]].bfloat16())
+    more = torch.randn(2, 3, 5, 4)  # past the room again: the grown buffer stays bf16
+    keys, _ = layer.update(more, torch.randn(2, 3, 5, 4))
+    assert keys.dtype == torch.bfloat16
+    assert torch.equal(keys, torch.cat([torch.cat(written_k, dim=2)[[1, 0]], more], dim=2).bfloat16())
 
 
 @pytest.mark.parametrize("bias", [False, True])

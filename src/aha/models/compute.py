@@ -172,6 +172,21 @@ def plain_head(model) -> torch.nn.Linear | None:
     return head if type(head) is torch.nn.Linear else None
 
 
+def onednn_packed(weight: torch.Tensor) -> torch.Tensor | None:
+    """A Linear's (out, in) weight in oneDNN's blocked layout, for packed_linear: the same
+    products, faster on few rows (the layout is chosen for 64). None where this build or CPU
+    has no such layout."""
+    try:
+        return torch.ops.mkldnn._reorder_linear_weight(weight, 64)
+    except (RuntimeError, AttributeError):
+        return None
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x W^T + b on a weight from onednn_packed (x, the weight and b in one dtype)."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 # Without oneDNN's packed layout, the head's product is taken this many vocabulary entries
 # at a time: one (rows, 49152) fp32 product ran at 89 GFLOP/s on 64 rows, slices of 2048 at
 # 125 (Zen 4; 122 -> 151 at 256 rows), its operands staying in cache.
@@ -192,10 +207,7 @@ class FP32Head:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         self.weight = weight.detach().float()
         self.bias = None if bias is None else bias.detach().float()
-        try:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, 64)
-        except (RuntimeError, AttributeError):  # a build or CPU without it: the sliced product
-            self.packed = None
+        self.packed = onednn_packed(self.weight)  # None: the sliced product
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and hidden.requires_grad:
@@ -203,7 +215,7 @@ class FP32Head:
         with torch.autocast("cpu", enabled=False):
             flat = hidden.reshape(-1, hidden.shape[-1]).float()
             if self.packed is not None:
-                logits = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
+                logits = packed_linear(flat, self.packed, self.bias)
             else:
                 logits = flat.new_empty(flat.shape[0], self.weight.shape[0])
                 for start in range(0, self.weight.shape[0], HEAD_VOCAB_SLICE):

@@ -98,7 +98,7 @@ class HFEngine(EngineSettings):
             mask = mask.repeat_interleave(group_size, dim=0)
             next_position = positions[:, -1].repeat_interleave(group_size) + 1
             # Llama models decode on a lean step of their own (rollout/llama_decoding.py)
-            decoding = LlamaDecoding(self.model, self.dtype) if LlamaDecoding.fits(self.model, cache) else None
+            decoding = LlamaDecoding(self.model, self.dtype, cache) if LlamaDecoding.fits(self.model, cache) else None
             rows = torch.arange(N)  # the rows still going, in cache order
             steps = 0
             for t in range(max_new_tokens):
@@ -127,12 +127,12 @@ class HFEngine(EngineSettings):
                     rows, picked, mask, next_position = rows[keep], picked[keep], mask[keep], next_position[keep]
                 mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
                 if decoding is not None:
-                    hidden = decoding.step(picked, next_position, mask, cache)
-                    next_position = next_position + 1
-                    continue
-                with attention_for(backbone, attention_scores(config, len(mask), 1, mask.shape[1])):
-                    hidden = backbone(input_ids=picked[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                                      past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
+                    hidden = decoding.step(picked, next_position, mask)
+                else:
+                    with attention_for(backbone, attention_scores(config, len(mask), 1, mask.shape[1])):
+                        hidden = backbone(input_ids=picked[:, None], attention_mask=mask,
+                                          position_ids=next_position[:, None], past_key_values=cache,
+                                          use_cache=True).last_hidden_state[:, -1]
                 next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
 

@@ -47,7 +47,8 @@ class RoomyLayer(DynamicLayer):
     def _grown(self, buffer, state, capacity: int, dim: int):
         shape = list(state.shape)
         shape[dim] = capacity
-        grown = state.new_empty(shape)
+        # a grown buffer keeps the dtype it holds (keys_as may have changed it)
+        grown = state.new_empty(shape, dtype=state.dtype if buffer is None else buffer.dtype)
         if buffer is not None:
             grown.narrow(dim, 0, self.length).copy_(buffer.narrow(dim, 0, self.length))
         return grown

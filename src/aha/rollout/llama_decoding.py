@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaModel
 
-from aha.models.compute import grouped_query_attention
+from aha.models.compute import grouped_query_attention, onednn_packed, packed_linear
 from aha.rollout.kv_cache import RoomyLayer
 
 
@@ -41,18 +41,16 @@ class _Projection:
         weight = _joined([linear.weight for linear in linears]).to(dtype)
         biases = [linear.bias for linear in linears]
         bias = None if biases[0] is None else _joined(biases).to(dtype)
-        if dtype == torch.bfloat16:
-            try:  # oneDNN's blocked layout: identical values, faster small products
-                return cls(torch.ops.mkldnn._reorder_linear_weight(weight, 64), bias, True)
-            except (RuntimeError, AttributeError):  # a build or CPU without it: the plain bf16 weight
-                pass
-        return cls(weight, bias, False)
+        # oneDNN's blocked layout under bf16 (identical values, faster small products); fp32
+        # and a build without it keep the plain weight
+        packed = onednn_packed(weight) if dtype == torch.bfloat16 else None
+        return cls(weight, bias, False) if packed is None else cls(packed, bias, True)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.weight.dtype != torch.float32:
             x = x.to(self.weight.dtype)  # what autocast does to a linear's input
         if self.packed:
-            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+            return packed_linear(x, self.weight, self.bias)
         return torch.nn.functional.linear(x, self.weight, self.bias)
 
 
@@ -68,12 +66,18 @@ class _Layer:
 
 
 class LlamaDecoding:
-    """Decoding steps of one Llama model on weights as they are now: build a new one after
-    the weights change (the HF engine builds one per generate call)."""
+    """Decoding steps of one Llama model on weights as they are now, appending to `cache` (the
+    prompts' cache, as the model's forward filled it): build a new one after the weights
+    change (the HF engine builds one per generate call)."""
 
-    def __init__(self, model, dtype: torch.dtype):
+    def __init__(self, model, dtype: torch.dtype, cache):
         self.backbone: LlamaModel = model.base_model
-        self.dtype = dtype
+        self.cache = cache
+        if dtype != torch.float32:
+            # attention under autocast reads the keys in the compute dtype: the cache keeps
+            # them so (the same values, no cast of the whole cache every step)
+            for layer in cache.layers:
+                layer.keys_as(dtype)
         attention = self.backbone.layers[0].self_attn
         self.head_dim, self.scaling = attention.head_dim, attention.scaling
         layers = []
@@ -94,7 +98,8 @@ class LlamaDecoding:
         backbone = getattr(model, "base_model", None)
         if type(backbone) is not LlamaModel:
             return False
-        if cache is not None and not all(type(layer) is RoomyLayer for layer in getattr(cache, "layers", [None])):
+        if cache is not None and (len(cache.layers) != len(backbone.layers)
+                                  or any(type(layer) is not RoomyLayer for layer in cache.layers)):
             return False
         for layer in backbone.layers:
             if type(layer) is not LlamaDecoderLayer or type(layer.self_attn) is not LlamaAttention \
@@ -104,11 +109,11 @@ class LlamaDecoding:
                        layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
             if any(type(linear) is not torch.nn.Linear for linear in linears):
                 return False
-        return (cache is None or len(cache.layers) == len(backbone.layers)) and getattr(backbone.config, "pretraining_tp", 1) == 1
+        return getattr(backbone.config, "pretraining_tp", 1) == 1
 
-    def step(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """One new token a row: tokens and positions (N,), mask (N, L) of the L positions
-        after this one is added (1 = attend). Appends to `cache` and returns the final
+        after this one is added (1 = attend). Appends to the cache and returns the final
         norm's output (N, hidden)."""
         N, d = tokens.shape[0], self.head_dim
         x = self.backbone.embed_tokens(tokens[:, None])  # (N, 1, D)
@@ -118,17 +123,13 @@ class LlamaDecoding:
         cos, sin = cos[:, :, None], torch.cat([-sin[..., :d // 2], sin[..., d // 2:]], dim=-1)[:, :, None]
         # the additive mask eager attention takes: 0 to attend, the dtype's minimum not to
         additive = torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(mask == 0, torch.finfo(x.dtype).min)[:, None, None]
-        # attention under bf16 autocast reads the keys in bf16: the cache keeps them so
-        # (the same values, no cast of the whole cache every step)
-        key_dtype = x.dtype if self.dtype == torch.float32 else self.dtype
         for index, layer in enumerate(self.layers):
             module = layer.module
             qk, v = layer.qkv(module.input_layernorm(x)).split(layer.split, dim=-1)
             qk = qk.view(N, 1, -1, d)  # query heads, then key heads
             qk = qk * cos + qk.roll(d // 2, dims=-1) * sin
             q, k = qk.transpose(1, 2).split(layer.heads, dim=1)
-            cache.layers[index].keys_as(key_dtype)
-            k, v = cache.layers[index].update(k, v.view(N, 1, -1, d).transpose(1, 2))
+            k, v = self.cache.layers[index].update(k, v.view(N, 1, -1, d).transpose(1, 2))
             attended, _ = grouped_query_attention(module.self_attn, q, k, v, additive, self.scaling)
             x = x + layer.out(attended.reshape(N, 1, -1))
             gate, up = layer.gate_up(module.post_attention_layernorm(x)).chunk(2, dim=-1)
@@ -139,7 +140,3 @@ class LlamaDecoding:
 def _joined(tensors: list[torch.Tensor]) -> torch.Tensor:
     return tensors[0].detach() if len(tensors) == 1 else torch.cat([t.detach() for t in tensors])
 
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

@@ -9,7 +9,7 @@ import aha.training.logprobs as logprobs_module
 from aha.models import load
 from aha.models.compute import EAGER_ATTENTION_MAX_SCORES, attention_for, retain_freed_memory
 from aha.rollout import HFEngine
-from aha.rollout.hf_engine import _sample
+from aha.rollout.hf_engine import _sample, draw
 from aha.training.logprobs import _token_stats_reference, completion_hidden, token_stats
 
 
@@ -106,6 +106,25 @@ def test_top_p_keeps_the_smallest_set_reaching_p_renormalised():
     assert got[1] == pytest.approx(0.5 / 0.8, abs=0.01) and got[3] == pytest.approx(0.3 / 0.8, abs=0.01)
     # top_p below the largest probability keeps the most probable token alone
     assert torch.all(_sample(rows[:100].exp(), 0.1) == 1)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_a_draw_reports_the_log_prob_the_learner_computes(temperature):
+    # the learner: log_softmax(logits * (1 / T)) at the token; the draw overwrites its logits
+    torch.manual_seed(2)
+    logits = torch.randn(64, 3000) * 6
+    logits[5, 7] = -float("inf")  # a masked token never drawn, the row still fine
+    reference = torch.log_softmax(logits * (1.0 / temperature), dim=1)
+    picked, logprob = draw(logits.clone(), temperature, 1.0, greedy=False)
+    assert torch.allclose(logprob, reference.gather(1, picked[:, None]).squeeze(1), atol=1e-5)
+    best, best_logprob = draw(logits.clone(), temperature, 1.0, greedy=True)
+    assert torch.equal(best, logits.argmax(dim=1))
+    # greedy samples at temperature 1 (the engine passes 1 when greedy)
+    assert torch.allclose(best_logprob, torch.log_softmax(logits, dim=1).gather(1, best[:, None]).squeeze(1), atol=1e-5)
+    broken = logits.clone()
+    broken[3, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="not finite at sampling step 4"):
+        draw(broken, temperature, 1.0, greedy=False, step=4)
 
 
 def tiny(max_new_tokens=8, temperature=1.0):

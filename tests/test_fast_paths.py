@@ -319,15 +319,28 @@ def _prefilled(model, prompt_ids, room=8):
     return cache, mask, positions[:, -1] + 1
 
 
+def _with_adapters(model):
+    """model with LoRA adapters on every projection, moved off their zero start"""
+    from aha.models.adapters import add_lora, trainable_parameters
+
+    add_lora(model, rank=4, alpha=8)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        for p in trainable_parameters(model):
+            p.normal_(std=0.1)
+    return model
+
+
+@pytest.mark.parametrize("lora", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_lean_llama_step_is_the_models_own_forward(dtype):
+def test_the_lean_llama_step_is_the_models_own_forward(dtype, lora):
     import copy
 
     from aha.models.compute import autocast
     from aha.rollout.llama_decoding import LlamaDecoding
 
     lm = load("tiny")
-    model = lm.model.eval()
+    model = (_with_adapters(lm.model) if lora else lm.model).eval()
     torch.manual_seed(0)
     prompt_ids = torch.randint(3, 60, (3, 5))
     tokens = torch.randint(3, 60, (3,))
@@ -348,13 +361,16 @@ def test_the_lean_llama_step_is_the_models_own_forward(dtype):
             mask = torch.cat([mask, mask.new_ones(3, 1)], dim=1)
 
 
-def test_the_engine_samples_the_same_on_the_lean_step_as_on_the_models_forward(monkeypatch):
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_engine_samples_the_same_on_the_lean_step_as_on_the_models_forward(monkeypatch, lora):
     from aha.rollout.llama_decoding import LlamaDecoding
 
     lm, engine, prompts = tiny(max_new_tokens=8)
     with torch.no_grad():
         for p in lm.model.parameters():
             p.mul_(3)
+    if lora:  # the adapters folded into the lean step's weights: the same samples as peft's layers give
+        _with_adapters(lm.model)
     steps = []
     lean_step = LlamaDecoding.step
     monkeypatch.setattr(LlamaDecoding, "step", lambda self, *a: steps.append(1) or lean_step(self, *a))

@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit, monitor, report, data (bench comes with a later issue)."""
+"""The `aha` command: train, eval, audit, monitor, report, bench, export, data."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _build_parser() -> argparse.ArgumentParser:
     be.add_argument("--pairs", type=int, default=3, help="aha / TRL pairs, run one after the other")
     be.add_argument("--no-trl", action="store_true", help="time aha alone (no TRL needed)")
     be.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
+    ex = sub.add_parser("export", help="write a run's checkpoint as a Hugging Face model folder (LoRA adapters merged)")
+    ex.add_argument("run", help="a run folder (its newest checkpoint) or a checkpoints/step-N folder")
+    ex.add_argument("out", help="the folder to write: safetensors weights, config, tokenizer and chat template")
+    ex.add_argument("--checkpoint", help="which of the run's checkpoints: step-N, N or a folder (default: the newest)")
+    ex.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' dtype")
+    ex.add_argument("--overwrite", action="store_true", help="replace OUT when it exists and is not empty")
     da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic task")
     da.add_argument("config", nargs="?", help="YAML config whose `task` section is used (default: built-in arithmetic)")
     da.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.a_max=60")
@@ -85,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "data":
             return _data(args)
+        if args.command == "export":
+            from aha.models.export import export
+
+            print(f"exported to {export(args.run, args.out, args.checkpoint, args.dtype, args.overwrite)}")
+            return 0
         if args.command == "bench":
             from aha.perf.bench import bench
 
@@ -114,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             _eval_samples(config, args)
         else:
             _eval(config, args.checkpoint, (args.models or [None])[0], args.output)
-    except (ConfigError, TaskError, RewardError, FileNotFoundError, CacheMismatch, RunReportError) as err:  # ModelNotFound is one
+    except (ConfigError, TaskError, RewardError, FileNotFoundError, FileExistsError, CacheMismatch,
+            RunReportError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -20,7 +20,19 @@ def list_checkpoints(root: Path) -> list[Path]:
 
 
 def load_weights(model, folder: Path, name: str = "model") -> None:
+    """Load NAME.safetensors into model strictly. A LoRA run's policy checkpoint (an adapter
+    folder) goes into the model's adapters when it has them (resuming), else is added to the
+    model and folded into its weights (evaluating a checkpoint on its base model)."""
+    from aha.models.adapters import has_lora, is_adapter_folder, load_adapter, merge_lora
+
+    if name == "model" and is_adapter_folder(Path(folder)):
+        resuming = has_lora(model)
+        load_adapter(model, Path(folder))
+        if not resuming:
+            merge_lora(model)
+        return
     path = Path(folder) / f"{name}.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a checkpoint: no {name}.safetensors")
     load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
+

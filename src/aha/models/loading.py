@@ -15,6 +15,8 @@ import torch
 from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from aha.models.adapters import ADAPTER_CONFIG, is_adapter_folder
+
 log = logging.getLogger(__name__)
 
 EMBEDDED = "smollm2-135m"
@@ -102,6 +104,8 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             raise ModelNotFound(
                 f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
             )
+        if is_adapter_folder(folder):  # a LoRA run's checkpoint: its base model with the adapter folded in
+            return _with_adapter(folder, seed)
         if not (folder / "config.json").is_file():
             raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
         if (folder / "state.json").is_file() and not (folder / "tokenizer_config.json").is_file():
@@ -115,6 +119,23 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
     return loaded
 
 
+def _with_adapter(folder: Path, seed: int) -> LoadedModel:
+    from aha.models.adapters import adapter_base, load_adapter, merge_lora
+
+    base = adapter_base(folder)
+    if base == str(folder) or Path(base).expanduser().resolve() == folder.resolve():
+        raise ModelNotFound(f"{folder / ADAPTER_CONFIG} names the adapter's own folder as its base model")
+    try:
+        loaded = load(base, seed)
+    except ModelNotFound as err:
+        raise ModelNotFound(f"{folder} is a LoRA adapter whose base model {base!r} (adapter_config.json) "
+                            f"cannot be loaded: {err}") from None
+    load_adapter(loaded.model, folder)
+    merge_lora(loaded.model)
+    loaded.model.eval()
+    return LoadedModel(loaded.model, loaded.tokenizer, str(folder))
+
+
 def weights_id(name_or_path: str, seed: int = 0) -> str:
     """A content id of the weights load(name_or_path, seed) (or a checkpoint folder) gives:
     a sha256 over the weight files' bytes, so a model retrained into the same folder gets
@@ -126,6 +147,10 @@ def weights_id(name_or_path: str, seed: int = 0) -> str:
     folder = Path(name_or_path).expanduser()
     if not folder.is_dir():
         raise ModelNotFound(f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder")
+    if is_adapter_folder(folder):  # the base's weights and the adapter's
+        from aha.models.adapters import ADAPTER_WEIGHTS, adapter_base
+
+        return f"{weights_id(adapter_base(folder), seed)} + adapter sha256 {_sha256([folder / ADAPTER_WEIGHTS])}"
     # model.safetensors, or its shards; a checkpoint's reference/critic files are not the model
     files = sorted(folder.glob("model*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
     if not files:

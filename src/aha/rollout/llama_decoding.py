@@ -13,8 +13,9 @@ Numerically it is the model's own forward under the engine's autocast: the proje
 take bf16 inputs and weights and give bf16 outputs (autocast's rule for linear), norms and
 the residual stream stay fp32, rotary embeddings promote to fp32, attention is
 models.compute.grouped_query_attention. Tests hold it to the model's forward (1e-5 in
-fp32). Anything that is not exactly the Llama classes with plain Linear projections (a
-LoRA wrapper, sliding windows, another architecture) takes the model's own forward.
+fp32). Anything that is not exactly the Llama classes with plain Linear projections or peft
+LoRA layers over them (whose adapters are folded into the weights prepared for the call) -
+another wrapper, sliding windows, another architecture - takes the model's own forward.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaDecoderLayer, LlamaMLP, LlamaModel
 
+from aha.models.adapters import effective_weight, plain_lora_linear
 from aha.models.compute import grouped_query_attention, onednn_packed, packed_linear
 from aha.rollout.kv_cache import RoomyLayer
 
@@ -37,9 +39,10 @@ class _Projection:
 
     @classmethod
     def of(cls, linears: list[torch.nn.Linear], dtype: torch.dtype) -> _Projection:
-        # (one linear in the weights' own dtype: its weight itself, no copy)
-        weight = _joined([linear.weight for linear in linears]).to(dtype)
-        biases = [linear.bias for linear in linears]
+        # (one linear in the weights' own dtype: its weight itself, no copy); a LoRA layer's
+        # weight with its adapters folded in, once per generate call
+        weight = _joined([effective_weight(linear) for linear in linears]).to(dtype)
+        biases = [getattr(linear, "get_base_layer", lambda: linear)().bias for linear in linears]
         bias = None if biases[0] is None else _joined(biases).to(dtype)
         # oneDNN's blocked layout under bf16 (identical values, faster small products); fp32
         # and a build without it keep the plain weight
@@ -93,7 +96,7 @@ class LlamaDecoding:
 
     @staticmethod
     def fits(model, cache=None) -> bool:
-        """Exactly Llama's classes, plain Linear projections, and (where a cache is given)
+        """Exactly Llama's classes, plain Linear (or plain LoRA) projections, and (where a cache is given)
         aha's whole-sequence cache."""
         backbone = getattr(model, "base_model", None)
         if type(backbone) is not LlamaModel:
@@ -107,7 +110,7 @@ class LlamaDecoding:
                 return False
             linears = (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.self_attn.o_proj,
                        layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)
-            if any(type(linear) is not torch.nn.Linear for linear in linears):
+            if any(type(linear) is not torch.nn.Linear and not plain_lora_linear(linear) for linear in linears):
                 return False
         return getattr(backbone.config, "pretraining_tp", 1) == 1
 

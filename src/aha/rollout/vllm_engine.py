@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from aha.models.adapters import merged_state_dict
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, left_pad
 
@@ -48,9 +49,10 @@ def vllm_python(configured: str | None) -> Path | None:
 
 def weights_for_vllm(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """The model's tensors under their Hugging Face names, in the sampling dtype, each stored
-    once (a tied output layer shares the embedding's storage; vLLM ties it back)."""
+    once (a tied output layer shares the embedding's storage; vLLM ties it back); LoRA
+    adapters folded into the weights they adapt."""
     out, seen = {}, set()
-    for name, tensor in model.state_dict().items():
+    for name, tensor in merged_state_dict(model).items():
         if tensor.data_ptr() in seen:
             continue
         seen.add(tensor.data_ptr())

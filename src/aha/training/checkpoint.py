@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_model
 
+from aha.models.adapters import has_lora, save_adapter
 from aha.models.checkpoints import list_checkpoints, load_weights
 
 
@@ -34,7 +35,8 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
     leaves a half-written checkpoint that resume would pick up; then prune old ones.
 
-    modules: name -> nn.Module, each saved as NAME.safetensors; "model" (the policy) also
+    modules: name -> nn.Module, each saved as NAME.safetensors (a policy with LoRA adapters:
+    the adapter, adapter_model.safetensors + adapter_config.json); "model" (the policy) also
     gets its config.json, generation_config.json and `tokenizer` (files and chat template),
     so the folder loads as a model. optimizers and extra (picklable training
     state such as a replay buffer) go into trainer.pt with the RNG states. files: name ->
@@ -45,7 +47,10 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     for name, module in modules.items():
-        save_model(module, str(tmp / f"{name}.safetensors"))  # handles tied embeddings
+        if name == "model" and has_lora(module):  # a LoRA policy: its adapter alone, as peft writes one
+            save_adapter(module, tmp)
+        else:
+            save_model(module, str(tmp / f"{name}.safetensors"))  # handles tied embeddings
     policy = modules["model"]
     policy.config.save_pretrained(tmp)
     if policy.generation_config is not None:

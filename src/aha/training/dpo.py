@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from aha.algorithms import dpo_loss, ipo_loss, orpo_loss, simpo_loss
 from aha.config import Config, PreferenceConfig
+from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
@@ -115,7 +116,7 @@ class PreferenceMethod(CachedReference, CursorMethod):
         else:
             self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 

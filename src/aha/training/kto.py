@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from aha.algorithms import kto_loss, kto_reference_point
 from aha.config import Config
+from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
@@ -140,7 +141,7 @@ class KTOMethod(CachedReference, CursorMethod):
         self.reference: dict[str, torch.Tensor] | None = None  # train / train_mismatched / eval -> (N,)
         self.sampler = PromptSampler(list(range(len(self.data["train"].rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.config import Config, ConfigError
+from aha.models.adapters import trainable_parameters
 from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
 from aha.tasks import PromptSampler, Task
@@ -24,7 +25,7 @@ def build_learner(model, config: Config) -> Learner:
     algo, train = config.algorithm, config.train
     # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
     ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(model.parameters(), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
     critic = critic_optimizer = None
     if algo.advantage == "gae":
         critic = ValueModel(model)

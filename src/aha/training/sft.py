@@ -9,6 +9,7 @@ import time
 import torch
 
 from aha.config import Config
+from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
@@ -52,7 +53,7 @@ class SFTMethod(CursorMethod):
         self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(setup.model.parameters(), lr=train.lr, betas=train.betas,
+        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 

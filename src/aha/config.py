@@ -185,6 +185,25 @@ class EvalConfig(Strict):
     rank_by: list[RewardSpec] = Field(default_factory=list, description="with aha eval --samples: rewards (a reward model, a judge, a verifier) that each score every sample; each adds a best-of-k and a weighted-voting curve named after it")
 
 
+class LoraConfig(Strict):
+    """Low-rank adapters (peft) on the policy instead of training every weight."""
+
+    rank: int = Field(0, ge=0, description="LoRA rank r of the policy's adapters; 0 trains every weight (no adapters)")
+    alpha: float | None = Field(None, gt=0, description="the adapters' update is scaled by alpha / rank; default 2 x rank")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapters' input")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="the Linear layers that get adapters, by name (q_proj, v_proj, ...); all-linear: every one but the LM head")
+
+
+class RayConfig(Strict):
+    """Sampling on Ray rollout workers (actors), the learner staying in this process."""
+
+    rollout_workers: int = Field(0, ge=0, description="0: sample in this process; N: N Ray actors, each with its own engine and copy of the policy, sample a share of each step's prompts")
+    address: str | None = Field(None, description="a running Ray cluster to join (e.g. ray://head:10001 or auto); none: start a local one")
+    object_store_mb: int = Field(1024, ge=64, description="a local cluster's object store (the policy's weights pass through it once a step)")
+    worker_threads: int = Field(1, ge=1, description="CPU threads (and Ray CPUs) of each rollout worker")
+
+
 class TrackingConfig(Strict):
     """Where metrics go besides metrics.jsonl (always written): each sink is one key."""
 
@@ -269,6 +288,8 @@ class Config(Strict):
     eval: EvalConfig = EvalConfig()
     monitor: MonitorConfig = MonitorConfig()
     tracking: TrackingConfig = TrackingConfig()
+    lora: LoraConfig = LoraConfig()
+    ray: RayConfig = RayConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
@@ -310,6 +331,10 @@ class Config(Strict):
             problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
         if self.method == "prm" and not self.prm.data:
             problems.append("method=prm needs prm.data: a JSONL file of {prompt, steps, labels}")
+        if self.ray.rollout_workers and self.rollout.engine == "vllm":
+            problems.append("ray.rollout_workers run the HF engine: set rollout.engine=hf (or auto) with them")
+        if self.lora.rank and self.method in ("rm", "prm"):
+            problems.append(f"lora.rank applies to the policy; method={self.method} trains a reward model of its own: set lora.rank=0")
         if problems:
             raise ValueError("; ".join(problems))
         return self

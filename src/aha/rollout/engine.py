@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import torch
 
-from aha.config import RolloutConfig
+from aha.config import RayConfig, RolloutConfig
 from aha.rollout.rollouts import Rollouts
 
 log = logging.getLogger(__name__)
@@ -60,18 +60,28 @@ AUTO_VLLM_ABOVE_TOKENS = 64
 
 
 def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtype: torch.dtype,
-                 max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0) -> Engine:
+                 max_new_tokens: int | None = None, self_certainty: bool = False, seed: int = 0,
+                 ray: RayConfig | None = None) -> Engine:
     """The engine rollout.engine names over model's weights; auto: vLLM for token budgets over
     AUTO_VLLM_ABOVE_TOKENS of a model the HF engine has no lean decoding step for, where an
     environment with it is found (rollout.vllm_python, $AHA_VLLM_PYTHON, or .venv-vllm beside
     aha's) and starts, else the HF engine.
     max_new_tokens overrides the rollout's (evaluation budgets);
     self_certainty makes the engine also report each token's self-certainty (best-of-N
-    ranking), which needs every step's full logits: only the HF engine has them."""
+    ranking), which needs every step's full logits: only the HF engine has them.
+    ray with rollout_workers > 0: that many Ray actors sample, each an HF engine (RayEngine)."""
     from aha.rollout.llama_decoding import LlamaDecoding
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
 
     max_new = max_new_tokens or rollout.max_new_tokens
+    if ray is not None and ray.rollout_workers:
+        if rollout.engine == "vllm" or self_certainty:
+            raise ValueError("ray.rollout_workers sample with the HF engine: use rollout.engine=hf or auto, "
+                             "without self-certainty")
+        from aha.rollout.ray_engine import RayEngine
+
+        return RayEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
+                         ray.rollout_workers, seed, ray.address, ray.object_store_mb, ray.worker_threads)
     vllm = lambda python: VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p,  # noqa: E731
                                      rollout.batch_size, dtype, python, seed)
     if rollout.engine == "vllm":

@@ -23,6 +23,7 @@ from aha.config import Config, ConfigError, dump_config
 from aha.eval import evaluate
 from aha.eval.scoring import ScorerError, build_scorer
 from aha.models import load
+from aha.models.adapters import add_lora, trainable_parameters
 from aha.rewards import build_reward
 from aha.rollout import build_engine
 from aha.tasks import build_task
@@ -199,12 +200,20 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
          task, reward, scorer) -> TrainSummary:
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
+    if config.lora.rank:
+        # the adapter's config names its base as load() finds it again: a folder by its absolute path
+        base = str(Path(config.model).expanduser().resolve()) if Path(config.model).expanduser().is_dir() else config.model
+        add_lora(model, config.lora.rank, config.lora.alpha, config.lora.dropout, config.lora.target_modules, base=base)
+        trainable = sum(p.numel() for p in trainable_parameters(model))
+        log.info("LoRA rank %d on %s: %d trainable parameters of %d", config.lora.rank, config.lora.target_modules,
+                 trainable, sum(p.numel() for p in model.parameters()))
     dtype = resolve_dtype(config.train.dtype)
     log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
              dtype, len(task.train), len(task.eval))
     # a method that never samples (reward models) needs only the tokenizer's padding: no worker
     rollout = config.rollout if method_class.generates else config.rollout.model_copy(update={"engine": "hf"})
-    engine = build_engine(rollout, model, tokenizer, dtype, seed=config.seed)
+    engine = build_engine(rollout, model, tokenizer, dtype, seed=config.seed,
+                          ray=config.ray if method_class.generates else None)
     try:
         setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
         method = method_class(setup, prepared)

@@ -1,0 +1,114 @@
+"""Sampling on Ray rollout workers (ray.rollout_workers): the same learning as in one
+process, the policy's weights in every worker after each step, and a worker killed in the
+middle of a step replaced with its share drawn again, nothing lost or counted twice."""
+
+import logging
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from aha.models import load
+from aha.training.loop import train
+from test_algorithm_runs import QUIET, say_seven
+from test_training import metrics
+
+ray = pytest.importorskip("ray", reason="the Ray backend's tests need ray (pip install 'aha[ray]')")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_cluster():
+    from aha.rollout.ray_engine import start_ray
+
+    start_ray(None, object_store_mb=256, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def engine_for(model, tokenizer, workers=2, max_new_tokens=6):
+    from aha.rollout.ray_engine import RayEngine
+
+    return RayEngine(model, tokenizer, max_new_tokens, temperature=1.0, workers=workers, seed=3)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_workers_sample_from_the_policys_current_weights(lora):
+    from aha.rollout.hf_engine import HFEngine
+
+    lm = load("tiny")
+    engine = engine_for(lm.model, lm.tokenizer)
+    try:
+        prompts = [lm.tokenizer.encode(t) for t in ("say 1", "say 22", "what is 3", "hello")]
+        with torch.no_grad():  # weights the workers' fresh models could not have by chance
+            for p in lm.model.parameters():
+                p.mul_(2.5)
+        if lora:  # adapters the workers get folded into the plain weights
+            from test_fast_paths import _with_adapters
+
+            _with_adapters(lm.model)
+        engine.sync_weights(lm.model)
+        rollouts = engine.generate(prompts, group_size=3)
+        assert len(rollouts) == 12 and rollouts.prompt_index.tolist() == [i for i in range(4) for _ in range(3)]
+        assert torch.equal(rollouts.prompt_ids[::3].ne(lm.tokenizer.pad_token_id).sum(1),
+                           torch.tensor([len(p) for p in prompts]))
+        # the workers' sampling log-probs are the in-process engine's for the same tokens
+        local = HFEngine(lm.model, lm.tokenizer, 6)
+        from aha.training.logprobs import completion_logprobs
+
+        ours = completion_logprobs(lm.model, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.completion_ids,
+                                   rollouts.completion_mask, 1.0)
+        assert torch.allclose(ours * rollouts.completion_mask, rollouts.sampling_logprobs, atol=1e-4)
+        assert local.pad_id == engine.pad_id and local.eos_ids == engine.eos_ids
+        assert engine.version == 1 and engine.sync_seconds > 0
+    finally:
+        engine.close()
+
+
+def test_a_worker_killed_mid_step_has_its_share_drawn_again(caplog):
+    from aha.rollout.ray_engine import RayEngine
+
+    lm = load("tiny")
+    engine = engine_for(lm.model, lm.tokenizer, max_new_tokens=40)
+    victim = engine.actors[0]
+    pid = ray.get(victim.pid.remote())
+    submit = RayEngine._submit
+
+    def submit_then_kill(self, actor, *args):
+        ref = submit(self, actor, *args)
+        if actor is victim:  # the worker dies while its share is in flight
+            os.kill(pid, signal.SIGKILL)
+        return ref
+
+    try:
+        prompts = [lm.tokenizer.encode(f"say {i}") for i in range(6)]
+        engine._submit = submit_then_kill.__get__(engine)
+        with caplog.at_level(logging.WARNING, logger="aha.rollout.ray_engine"):
+            rollouts = engine.generate(prompts, group_size=4)
+        assert len(rollouts) == 24 and rollouts.prompt_index.tolist() == [i for i in range(6) for _ in range(4)]
+        # every prompt's samples are there once, in order, the killed worker's share included
+        for i, prompt in enumerate(prompts):
+            rows = rollouts.prompt_ids[4 * i:4 * i + 4]
+            assert all(row[row != lm.tokenizer.pad_token_id].tolist() == prompt for row in rows)
+        assert engine.redrawn == 1 and engine.actors[0] is not victim
+        assert [r.message for r in caplog.records].count(
+            "rollout worker 0 died during sampling (ActorDiedError); its 3 prompts x 4 samples are drawn again on a "
+            "new worker") == 1
+        del engine._submit
+        assert len(engine.generate(prompts, group_size=2)) == 12  # the replacement works on
+    finally:
+        engine.close()
+
+
+def test_two_ray_rollout_workers_learn_as_one_process_does(tmp_path):
+    local = train(say_seven(tmp_path / "local"), echo=QUIET) if (tmp_path / "local").mkdir() is None else None
+    (tmp_path / "ray").mkdir()
+    on_ray = train(say_seven(tmp_path / "ray", "ray.rollout_workers=2"), echo=QUIET)
+    for summary in (local, on_ray):
+        hits = [r["reward/mean"] for r in metrics(Path(summary.run_dir)) if "reward/mean" in r]
+        first, last = sum(hits[:3]) / 3, sum(hits[-5:]) / 5
+        assert len(hits) == 30 and first < 0.1 and last > 3 * first
+        assert summary.accuracy_after > 0.5
+    synced = [r["time/sync_s"] for r in metrics(Path(on_ray.run_dir)) if "time/sync_s" in r]
+    assert len(synced) == 30 and all(s > 0 for s in synced[1:])  # the weights went to the workers each step

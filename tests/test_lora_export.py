@@ -142,3 +142,18 @@ def test_an_adapter_whose_base_is_missing_is_refused_by_name(lora_run, tmp_path)
 def test_lora_is_refused_for_reward_model_training(tmp_path):
     with pytest.raises(Exception, match="lora.rank applies to the policy"):
         load_config(config_for(tmp_path, "rm", "tiny"), ["method=rm", "rm.data=x.jsonl", "lora.rank=4"])
+
+
+def test_adapters_on_a_tied_lm_head_are_refused():
+    model = load("tiny").model
+    assert model.config.tie_word_embeddings
+    with pytest.raises(ValueError, match="ties its LM head to its embeddings"):
+        add_lora(model, rank=4, target_modules=["q_proj", "lm_head"])
+
+
+@pytest.mark.parametrize("where", ["run", "parent", "checkpoint"])
+def test_export_never_replaces_the_run_it_reads(lora_run, capsys, where):
+    out = {"run": lora_run, "parent": lora_run.parent, "checkpoint": lora_run / "checkpoints/step-2"}[where]
+    assert main(["export", str(lora_run), str(out), "--overwrite"]) == 2
+    assert "holds the run or checkpoint being exported" in capsys.readouterr().err
+    assert (lora_run / "checkpoints/step-2/adapter_model.safetensors").is_file()

@@ -60,7 +60,8 @@ def test_workers_sample_from_the_policys_current_weights(lora):
         ours = completion_logprobs(lm.model, rollouts.prompt_ids, rollouts.prompt_mask, rollouts.completion_ids,
                                    rollouts.completion_mask, 1.0)
         assert torch.allclose(ours * rollouts.completion_mask, rollouts.sampling_logprobs, atol=1e-4)
-        assert local.pad_id == engine.pad_id and local.eos_ids == engine.eos_ids
+        # the workers stop where the driver's engine does (its generation config's ids included)
+        assert all(ray.get(actor.stop_ids.remote()) == local.eos_ids for actor in engine.actors)
         assert engine.version == 1 and engine.sync_seconds > 0
     finally:
         engine.close()
@@ -112,3 +113,42 @@ def test_two_ray_rollout_workers_learn_as_one_process_does(tmp_path):
         assert summary.accuracy_after > 0.5
     synced = [r["time/sync_s"] for r in metrics(Path(on_ray.run_dir)) if "time/sync_s" in r]
     assert len(synced) == 30 and all(s > 0 for s in synced[1:])  # the weights went to the workers each step
+
+
+@pytest.mark.parametrize("bound", [1, 2])
+def test_asynchronous_rl_learns_with_samples_at_most_max_staleness_versions_old(tmp_path, bound):
+    summary = train(say_seven(tmp_path, "ray.rollout_workers=2", f"rollout.max_staleness={bound}"), echo=QUIET)
+    records = [r for r in metrics(Path(summary.run_dir)) if "reward/mean" in r]
+    staleness = [r["async/staleness"] for r in records]
+    # step 1 samples on the spot; from then on each step trains on a round drawn `bound` updates ago
+    assert staleness[0] == 0 and max(staleness) == bound and all(0 <= s <= bound for s in staleness)
+    assert staleness[bound:] == [bound] * (len(records) - bound)
+    hits = [r["reward/mean"] for r in records]
+    first, last = sum(hits[:3]) / 3, sum(hits[-5:]) / 5
+    assert len(hits) == 30 and first < 0.1 and last > 3 * first
+    assert summary.accuracy_after > 0.5
+
+
+def test_an_asynchronous_run_resumes_drawing_the_prompts_it_had_sampled_ahead(tmp_path):
+    import json
+
+    def prompts_at(run, step):
+        rows = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        return [r["prompt"] for r in rows if r["step"] == step and r["split"] == "train"]
+
+    extra = ("ray.rollout_workers=2", "rollout.max_staleness=1", "train.checkpoint_every=2", "eval.after=false")
+    (tmp_path / "straight").mkdir()
+    (tmp_path / "resumed").mkdir()
+    straight = Path(train(say_seven(tmp_path / "straight", *extra, "train.steps=4"), echo=QUIET).run_dir)
+    train(say_seven(tmp_path / "resumed", *extra, "train.steps=2"), echo=QUIET)
+    resumed = Path(train(say_seven(tmp_path / "resumed", *extra, "train.steps=4", "train.allow_config_change=true"),
+                         echo=QUIET).run_dir)
+    # step 3's prompts were submitted during step 2 and not trained on before the checkpoint:
+    # the resumed run draws the same prompts again (on the spot: staleness 0)
+    assert prompts_at(resumed, 3) == prompts_at(straight, 3) and prompts_at(straight, 3)
+    assert [r["async/staleness"] for r in metrics(resumed) if "async/staleness" in r] == [0, 1, 0, 1]
+
+
+def test_asynchronous_rl_needs_rollout_workers(tmp_path):
+    with pytest.raises(Exception, match="rollout.max_staleness > 0 .* set ray.rollout_workers >= 1"):
+        say_seven(tmp_path, "rollout.max_staleness=1")

@@ -94,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export":
             from aha.models.export import export
 
-            print(f"exported to {export(args.run, args.out, args.checkpoint, args.dtype, args.overwrite)}")
+            try:
+                print(f"exported to {export(args.run, args.out, args.checkpoint, args.dtype, args.overwrite)}")
+            except ValueError as err:  # an adapter that does not fit, an output inside the run
+                print(f"aha: error: {err}", file=sys.stderr)
+                return 2
             return 0
         if args.command == "bench":
             from aha.perf.bench import bench

@@ -68,6 +68,7 @@ class RolloutConfig(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
     engine: Literal["auto", "vllm", "hf"] = Field("auto", description="the sampling engine: vllm (vLLM in its own environment, `make vllm`; the policy's weights handed over after each step), hf (sampling on the policy's own modules, a lean decoding step for Llama models); auto: vllm for budgets over 64 new tokens of models without the lean step, where an environment with it is found and starts, else hf")
+    max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' prompts ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). Needs ray.rollout_workers")
     vllm_python: str | None = Field(None, description="the Python of an environment with vLLM; unset: $AHA_VLLM_PYTHON, else .venv-vllm/bin/python beside aha's environment")
 
 
@@ -200,7 +201,7 @@ class RayConfig(Strict):
 
     rollout_workers: int = Field(0, ge=0, description="0: sample in this process; N: N Ray actors, each with its own engine and copy of the policy, sample a share of each step's prompts")
     address: str | None = Field(None, description="a running Ray cluster to join (e.g. ray://head:10001 or auto); none: start a local one")
-    object_store_mb: int = Field(1024, ge=64, description="a local cluster's object store (the policy's weights pass through it once a step)")
+    object_store_mb: int = Field(1024, ge=80, description="a local cluster's object store (the policy's weights pass through it once a step)")
     worker_threads: int = Field(1, ge=1, description="CPU threads (and Ray CPUs) of each rollout worker")
 
 
@@ -331,6 +332,9 @@ class Config(Strict):
             problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
         if self.method == "prm" and not self.prm.data:
             problems.append("method=prm needs prm.data: a JSONL file of {prompt, steps, labels}")
+        if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
+            problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
+                            "set ray.rollout_workers >= 1 (and method=rl)")
         if self.ray.rollout_workers and self.rollout.engine == "vllm":
             problems.append("ray.rollout_workers run the HF engine: set rollout.engine=hf (or auto) with them")
         if self.lora.rank and self.method in ("rm", "prm"):

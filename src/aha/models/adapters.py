@@ -38,6 +38,12 @@ def add_lora(model: torch.nn.Module, rank: int, alpha: float | None = None, drop
     head), scaled by alpha / rank (alpha default 2 x rank); everything else frozen. `base`
     is what the adapter's config names as its base model. Returns model, changed in place."""
     peft = _peft()
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    named = [target_modules] if isinstance(target_modules, str) else list(target_modules)
+    if tied and any(name in ("lm_head", "embed_tokens") for name in named):
+        # merging into one of the two would change the other, which shares its weight
+        raise ValueError(f"lora.target_modules {target_modules!r}: this model ties its LM head to its embeddings; "
+                         "adapters on either are not supported")
     config = peft.LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=dropout,
                              target_modules=target_modules, base_model_name_or_path=base, task_type="CAUSAL_LM")
     try:
@@ -119,9 +125,11 @@ def plain_lora_linear(module: torch.nn.Module) -> bool:
         from peft.tuners.lora import Linear as LoraLinear
     except ImportError:
         return False
-    return (type(module) is LoraLinear and type(module.get_base_layer()) is torch.nn.Linear
+    active = [a for a in module.active_adapters if a in module.lora_A] if type(module) is LoraLinear else []
+    return (bool(active) and type(module.get_base_layer()) is torch.nn.Linear
             and not module.merged and not module.disable_adapters and not module.fan_in_fan_out
-            and not any(module.use_dora.get(a, False) for a in module.active_adapters))
+            and not any(module.use_dora.get(a, False) or module.lora_variant.get(a) is not None
+                        or module.lora_bias.get(a, False) for a in active))
 
 
 def effective_weight(linear: torch.nn.Module) -> torch.Tensor:
@@ -129,10 +137,15 @@ def effective_weight(linear: torch.nn.Module) -> torch.Tensor:
     W, or W + alpha / r * B A summed over its active adapters (a new tensor)."""
     if type(linear) is torch.nn.Linear:
         return linear.weight
+    weight = linear.get_base_layer().weight
+    if linear.merged or linear.disable_adapters:  # the base weight already holds them, or they are off
+        return weight
     if not plain_lora_linear(linear):
         raise TypeError(f"{type(linear).__name__} is neither a Linear nor a plain LoRA layer over one")
-    weight = linear.get_base_layer().weight
-    return weight + sum(linear.get_delta_weight(a) for a in linear.active_adapters if a in linear.lora_A).to(weight.dtype)
+    for adapter in linear.active_adapters:
+        if adapter in linear.lora_A:
+            weight = weight + linear.get_delta_weight(adapter).to(weight.dtype)
+    return weight
 
 
 def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -149,9 +162,8 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         owner, _, leaf = name.rpartition(".")
         if owner.endswith(".base_layer") and owner[:-len(".base_layer")] in layers:
             layer = layers[owner[:-len(".base_layer")]]
-            if leaf == "weight" and not layer.merged:
-                tensor = tensor + sum(layer.get_delta_weight(a) for a in layer.active_adapters
-                                      if a in layer.lora_A).to(tensor.dtype)
+            if leaf == "weight":
+                tensor = effective_weight(layer)
             name = f"{owner[:-len('.base_layer')]}.{leaf}"
         out[name] = tensor.detach()
     return out

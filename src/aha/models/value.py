@@ -7,6 +7,8 @@ import copy
 import torch
 from torch import nn
 
+from aha.models.adapters import merge_lora
+
 
 class ValueModel(nn.Module):
     """A copy of the policy's transformer with a scalar head, as in Open-Reasoner-Zero
@@ -15,7 +17,9 @@ class ValueModel(nn.Module):
 
     def __init__(self, policy):
         super().__init__()
-        self.backbone = copy.deepcopy(policy.base_model).requires_grad_(True)
+        # a LoRA policy's backbone is copied with its adapters folded in: the critic trains
+        # every weight of its own copy, and peft's layers would only slow it down
+        self.backbone = merge_lora(copy.deepcopy(policy.base_model)).requires_grad_(True)
         self.config = policy.config
         self.head = nn.Linear(policy.config.hidden_size, 1)
         nn.init.zeros_(self.head.weight)

@@ -7,9 +7,9 @@ in parallel and puts the results back in prompt order. After an optimizer step t
 policy's weights (LoRA adapters folded in) go once into Ray's object store and every
 worker loads them from there before its next sample.
 
-A worker that dies is noticed when its share is collected: that share is drawn again, whole,
-on a worker still alive (or a new one when none is), and the dead one is replaced for later
-steps; one warning line says so. A share is counted only once, from the worker that
+A worker that dies is noticed when its share is collected: a new worker takes its place,
+gets the current weights, and draws that share again, whole, with the same seed; one warning
+line says so. A share is counted only once, from the worker that
 finished it, so no sample is counted twice or lost.
 
 Workers are built from the model's config and tokenizer (no model files needed where they
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -37,6 +38,17 @@ MAX_REDRAWS = 3
 
 class RayUnavailable(RuntimeError):
     pass
+
+
+@dataclass
+class Submitted:
+    """A sampling request in flight on the workers (RayEngine.submit)."""
+
+    request: tuple  # (prompts, group_size, greedy, max_new_tokens)
+    shares: list[tuple[int, int]]  # each worker's prompts, [start, end)
+    seeds: list[int]
+    pending: dict  # share index -> (actor, object ref)
+    version: int  # the weights they were submitted on (RayEngine.version)
 
 
 def _ray():
@@ -64,7 +76,7 @@ def start_ray(address: str | None, object_store_mb: int, num_cpus: int | None = 
 class RolloutWorker:
     """What a Ray rollout actor runs: an HF engine over a model made from the policy's config."""
 
-    def __init__(self, model_config, tokenizer, settings: dict, threads: int):
+    def __init__(self, model_config, tokenizer, settings: dict, threads: int, eos_ids: list[int]):
         from transformers import AutoModelForCausalLM
 
         from aha.rollout.hf_engine import HFEngine
@@ -73,7 +85,13 @@ class RolloutWorker:
         model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32).eval()
         model.requires_grad_(False)
         self.engine = HFEngine(model, tokenizer, **settings)
+        # the driver's stop ids: a model made from its config alone lacks the generation
+        # config's extra end-of-turn ids
+        self.engine.eos_ids = list(eos_ids)
         self.version = -1
+
+    def stop_ids(self) -> list[int]:
+        return self.engine.eos_ids
 
     def load_weights(self, state: dict[str, torch.Tensor], version: int) -> int:
         self.engine.model.load_state_dict(state, strict=True)
@@ -104,11 +122,15 @@ class RayEngine(EngineSettings):
                               batch_size=batch_size, dtype=dtype)
         self._remote = self.ray.remote(num_cpus=worker_threads, max_restarts=0)(RolloutWorker)
         self._weights = None  # the object-store copy of the newest weights
+        total = self.ray.cluster_resources().get("CPU", 0)
+        if total < workers * worker_threads:  # actors that can never be placed would wait forever
+            raise RayUnavailable(f"ray.rollout_workers={workers} x ray.worker_threads={worker_threads} need "
+                                 f"{workers * worker_threads} CPUs; the Ray cluster has {total:g}")
         self.actors = [self._new_actor() for _ in range(workers)]
         self._stale = True
 
     def _new_actor(self):
-        return self._remote.remote(self.model.config, self.tokenizer, self._settings, self.threads)
+        return self._remote.remote(self.model.config, self.tokenizer, self._settings, self.threads, self.eos_ids)
 
     def sync_weights(self, model) -> None:
         """Workers load the model's current weights before their next sample (one copy in
@@ -124,70 +146,102 @@ class RayEngine(EngineSettings):
             state = {k: v.detach().float().contiguous() for k, v in merged_state_dict(self.model).items()}
             self._weights = self.ray.put(state)
             self._stale = False
-        loads = [(actor, actor.load_weights.remote(self._weights, self.version)) for actor in actors]
-        self.sync_seconds += time.perf_counter() - t0  # (a replacement's load below counts itself)
-        for actor, ref in loads:
-            t0 = time.perf_counter()
-            try:
-                self.ray.get(ref)
-                self.sync_seconds += time.perf_counter() - t0
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorDiedError) as err:
-                slot, _ = self._replace(actor)
-                log.warning("rollout worker %s died before loading the new weights (%s); a new worker took its place",
-                            slot, type(err).__name__)
+        for actor in actors:
+            if not self._loaded(actor):
+                slot = self._slot(actor)
+                log.warning("rollout worker %s died before loading the new weights; a new worker takes its place", slot)
+                self._replace(actor)
+        self.sync_seconds += time.perf_counter() - t0
+
+    def _loaded(self, actor) -> bool:
+        """Hand the current weights to actor; False if it is dead."""
+        try:
+            self.ray.get(actor.load_weights.remote(self._weights, self.version))
+            return True
+        except self.ray.exceptions.RayActorError:  # ActorDiedError and the like
+            return False
+
+    def _slot(self, actor) -> int | None:
+        return next((i for i, a in enumerate(self.actors) if a is actor), None)
 
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
                  max_new_tokens: int | None = None) -> Rollouts:
+        return self.collect(self.submit(prompts, group_size, greedy, max_new_tokens))
+
+    def submit(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
+               max_new_tokens: int | None = None) -> Submitted:
+        """Start sampling (on the workers' current weights, the newest handed over first)
+        and return at once; collect() waits for the result. Asynchronous training samples
+        the next step so while the learner updates."""
         if self._stale:
             self._push(self.actors)
         self.calls += 1
         count = len(self.actors)
         bounds = [round(i * len(prompts) / count) for i in range(count + 1)]
         shares = [(bounds[i], bounds[i + 1]) for i in range(count) if bounds[i + 1] > bounds[i]]
-        seeds = [hash((self.seed, self.calls, index)) % (1 << 62) for index in range(len(shares))]
-        pending = {index: (self.actors[index], self._submit(self.actors[index], prompts, share, group_size, greedy,
-                                                              max_new_tokens, seeds[index]))
+        # from the driver's RNG, which checkpoints save: a resumed run draws what a straight one would
+        base = int(torch.randint(0, 1 << 62, (1,)))
+        seeds = [base + index for index in range(len(shares))]
+        request = (prompts, group_size, greedy, max_new_tokens)
+        pending = {index: (self.actors[index], self._submit(self.actors[index], request, share, seeds[index]))
                    for index, share in enumerate(shares)}
-        done: dict[int, Rollouts] = {}
+        return Submitted(request, shares, seeds, pending, self.version)
+
+    def collect(self, submitted: Submitted) -> Rollouts:
+        """The rollouts of a submit() call, in prompt order; a share whose worker died is
+        drawn again, whole, on a new worker."""
+        prompts, group_size = submitted.request[0], submitted.request[1]
+        pending, done = submitted.pending, {}
         attempts = dict.fromkeys(pending, 0)
         while pending:
             index, (actor, ref) = next(iter(pending.items()))
             try:
                 done[index] = self.ray.get(ref)
                 del pending[index]
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorDiedError) as err:
+            except self.ray.exceptions.RayActorError as err:  # ActorDiedError and the like
                 attempts[index] += 1
                 if attempts[index] > MAX_REDRAWS:
                     raise RuntimeError(f"rollout share {index} failed on {MAX_REDRAWS + 1} workers in a row; "
                                        f"last error: {err}") from None
-                slot, substitute = self._replace(actor)
-                start, end = shares[index]
+                slot, substitute = self._slot(actor), self._replace(actor)
+                start, end = submitted.shares[index]
                 log.warning("rollout worker %s died during sampling (%s); its %d prompts x %d samples are drawn "
                             "again on a new worker", slot, type(err).__name__, end - start, group_size)
                 self.redrawn += 1
-                pending[index] = (substitute, self._submit(substitute, prompts, shares[index], group_size, greedy,
-                                                           max_new_tokens, seeds[index] + attempts[index]))
-        rollouts = concat_rollouts([done[i] for i in range(len(shares))], self.pad_id)
+                # the same seed: the share is what it would have been had the worker lived
+                pending[index] = (substitute, self._submit(substitute, submitted.request, submitted.shares[index],
+                                                           submitted.seeds[index]))
+        rollouts = concat_rollouts([done[i] for i in range(len(submitted.shares))], self.pad_id)
         rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(group_size)
         return rollouts
 
-    def _submit(self, actor, prompts, share, group_size, greedy, max_new_tokens, seed):
+    def _submit(self, actor, request, share, seed):
+        prompts, group_size, greedy, max_new_tokens = request
         start, end = share
         return actor.generate.remote(prompts[start:end], group_size, greedy, max_new_tokens, seed)
 
     def _replace(self, dead):
-        """A new actor in the dead one's place, loaded with the current weights: (slot, actor)."""
-        slot = next((i for i, actor in enumerate(self.actors) if actor is dead), None)
-        fresh = self._new_actor()
-        self._push([fresh])
-        if slot is not None:
-            self.actors[slot] = fresh
-        return slot, fresh
+        """A new actor in the dead one's place (killed, if it is only unreachable), loaded
+        with the current weights; returns it. Gives up after MAX_REDRAWS new ones died too."""
+        slot = self._slot(dead)
+        self._kill(dead)
+        for _ in range(MAX_REDRAWS):
+            fresh = self._new_actor()
+            if slot is not None:
+                self.actors[slot] = fresh
+            if self._weights is None or self._loaded(fresh):
+                return fresh
+            self._kill(fresh)
+        raise RuntimeError(f"rollout worker {slot}: {MAX_REDRAWS} new workers in a row died before loading the "
+                           "weights (see the Ray worker logs)")
+
+    def _kill(self, actor) -> None:
+        try:
+            self.ray.kill(actor)
+        except Exception:  # already gone
+            pass
 
     def close(self) -> None:
         for actor in getattr(self, "actors", []):
-            try:
-                self.ray.kill(actor)
-            except Exception:  # already gone
-                pass
+            self._kill(actor)
         self.actors = []

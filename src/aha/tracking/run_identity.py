@@ -17,11 +17,13 @@ ALLOWED = frozenset({
     "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps", "train.micro_batch_size", "rollout.batch_size",
     "rm.eval_data",  # a reward model's held-out pairs are only scored
 })
-ALLOWED_SECTIONS = ("eval.",)
+# (ray.*: where the samples are drawn, not what they are drawn from)
+ALLOWED_SECTIONS = ("eval.", "ray.")
 # Allowed, but held-out accuracies from before and after such a change are measured differently.
 EVAL_MEASURE = ("eval.limit", "eval.max_new_tokens", "eval.scorer", "eval.correct_threshold")
-# Keys no flag can change: the checkpoint's weights belong to the old model.
-NEVER = frozenset({"model"})
+# Keys no flag can change: the checkpoint's weights belong to the old model (or, for LoRA, to
+# adapters of that shape and scale).
+NEVER = frozenset({"model", "lora.rank", "lora.alpha", "lora.target_modules"})
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:

@@ -74,6 +74,7 @@ def finite_mean(values: torch.Tensor) -> float:
 
 def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward,
             rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
+            first: tuple[list[dict], Rollouts] | None = None,
             ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
@@ -81,7 +82,8 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
 
     Returns the kept batch (None if no group was kept), statistics over everything sampled,
     a few example records for samples.jsonl, and every sampled (text, sample) pair for the
-    hacking monitor."""
+    hacking monitor. first: the first round's prompts and rollouts, sampled ahead
+    (asynchronous RL); later rounds sample here."""
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
@@ -92,9 +94,13 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     text_samples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
         prompts_needed = rollout.prompts_per_step - kept_groups
-        chosen = sampler.next(rollout.prompts_per_step)
-        prompts = encode_prompts(engine.tokenizer, task, chosen)
-        rollouts = engine.generate(prompts, group_size=G)
+        if first is not None:
+            (chosen, rollouts), first = first, None
+            prompts = encode_prompts(engine.tokenizer, task, chosen)
+        else:
+            chosen = sampler.next(rollout.prompts_per_step)
+            prompts = encode_prompts(engine.tokenizer, task, chosen)
+            rollouts = engine.generate(prompts, group_size=G)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
         result = reward.score(rollouts.texts, seq_samples)
         texts += rollouts.texts

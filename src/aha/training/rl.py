@@ -4,7 +4,9 @@ the policy, scores them with the reward and updates on them (training/step.py)."
 from __future__ import annotations
 
 import copy
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -12,7 +14,7 @@ from aha.config import Config, ConfigError
 from aha.models.adapters import trainable_parameters
 from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
-from aha.tasks import PromptSampler, Task
+from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
@@ -53,6 +55,16 @@ def _apply_hyperparameters(learner: Learner, config: Config) -> None:
 
 
 @dataclass
+class Ahead:
+    """A step's first round, submitted to the rollout workers before it is due."""
+
+    chosen: list[dict]  # the prompts' samples
+    submitted: Any  # the engine's handle (RayEngine.submit)
+    policy_version: int  # optimizer updates behind the weights it is drawn on
+    sampler_before: dict  # the data cursor before these prompts
+
+
+@dataclass
 class Gold:
     """What rl reads before the model loads: the monitor's held-out gold reward, if any."""
 
@@ -87,12 +99,42 @@ class RLMethod(Method):
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
         self.alarms = Alarms(config.train.max_idle_steps)
+        self.ahead: deque[Ahead] = deque()  # asynchronous RL: rounds submitted for later steps
 
     def step(self, step: int) -> tuple[dict, list[dict]]:
-        return run_step(self.parts, self.run_state, step)
+        if not self.config.rollout.max_staleness:
+            return run_step(self.parts, self.run_state, step)
+        # asynchronous: this step trains on the oldest round sampled ahead (none at the first
+        # step or after a resume), and the next rounds are submitted before the update
+        ahead = self.ahead.popleft() if self.ahead else None
+        first, staleness = None, 0
+        if ahead is not None:
+            # the weights at the start of step s are version s - 1 (s - 1 updates)
+            staleness = (step - 1) - ahead.policy_version
+            if staleness > self.config.rollout.max_staleness:  # cannot happen with the queue's depth; guarded
+                raise RuntimeError(f"a round sampled {staleness} policy versions ago reached step {step} "
+                                   f"(rollout.max_staleness {self.config.rollout.max_staleness})")
+            first = (ahead.chosen, self.setup.engine.collect(ahead.submitted))
+        record, examples = run_step(self.parts, self.run_state, step, first, lambda: self._sample_ahead(step))
+        record["async/staleness"] = float(staleness)
+        record["async/ahead"] = len(self.ahead)
+        return record, examples
+
+    def _sample_ahead(self, step: int) -> None:
+        """Submit rounds for the steps after this one, up to max_staleness of them, on the
+        weights the workers will hold (this step's, before its update)."""
+        ro, engine = self.config.rollout, self.setup.engine
+        while len(self.ahead) < ro.max_staleness:
+            before = self.sampler.state()
+            chosen = self.sampler.next(ro.prompts_per_step)
+            prompts = encode_prompts(engine.tokenizer, self.setup.task, chosen)
+            self.ahead.append(Ahead(chosen, engine.submit(prompts, ro.group_size), step - 1, before))
 
     def state(self) -> dict:
-        return {"sampler": self.sampler.state(), "length_coef": self.run_state.length_coef}
+        # prompts sampled ahead but not trained on yet are drawn again after a resume: the
+        # data cursor saved is the one from before them
+        sampler = self.ahead[0].sampler_before if self.ahead else self.sampler.state()
+        return {"sampler": sampler, "length_coef": self.run_state.length_coef}
 
     def extra_state(self) -> dict | None:
         return {"replay": self.replay.state()} if self.replay is not None else None

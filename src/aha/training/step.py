@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -96,16 +97,21 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
     return True
 
 
-def run_step(parts: StepParts, state: RLState, step: int) -> tuple[dict, list[dict]]:
-    """Returns the step's metrics record and example completions; updates state."""
+def run_step(parts: StepParts, state: RLState, step: int, first=None,
+             after_collect: Callable[[], None] | None = None) -> tuple[dict, list[dict]]:
+    """Returns the step's metrics record and example completions; updates state. first:
+    the first round's (prompts, rollouts) sampled ahead; after_collect runs once the step's
+    samples are in, before the update (asynchronous RL submits the next step's there)."""
     config = parts.config
     t0, synced = time.time(), parts.engine.sync_seconds
     algo = config.algorithm
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
-                                                       config.rollout, algo, state.length_coef)
+                                                       config.rollout, algo, state.length_coef, first)
     # sampling and scoring only: an engine that takes new weights at its first generate
     # counts that in time/sync_s
     t_gen = time.time() - t0 - (parts.engine.sync_seconds - synced)
+    if after_collect is not None:
+        after_collect()
     # before anything is trained on scores that are mostly failures
     check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
     if state.monitor is not None:

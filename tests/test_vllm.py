@@ -118,6 +118,47 @@ def test_bf16_sampling_logprobs_agree_with_the_learner_to_bf16_precision():
         engine.close()
 
 
+def test_a_lora_policy_reaches_the_worker_with_its_adapters_folded_in(tied):
+    from test_fast_paths import _with_adapters
+
+    model, engine = tied
+    _with_adapters(model)  # peft's layers in place, adapters moved off zero
+    assert max_logprob_gap(engine, model) > 1e-3  # the worker still has the plain weights
+    engine.sync_weights(model)
+    assert max_logprob_gap(engine, model) < 1e-5
+
+
+def test_an_exported_folder_loads_in_vllm_and_answers_as_transformers_does(tmp_path):
+    import json
+    import subprocess
+
+    from transformers import AutoModelForCausalLM
+
+    from aha.models.export import export
+
+    source = tmp_path / "checkpoint"
+    head32_model(tied=False, seed=4).save_pretrained(source)
+    load("tiny").tokenizer.save_pretrained(source)
+    out = export(source, tmp_path / "exported")
+    ids = prompts(load("tiny").tokenizer)[0]
+    script = (
+        "import json, sys\n"
+        "from vllm import LLM, SamplingParams\n"
+        "llm = LLM(model=sys.argv[1], dtype='float32', enforce_eager=True, max_num_seqs=4)\n"
+        "out = llm.generate([{'prompt_token_ids': json.loads(sys.argv[2])}], "
+        "SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)\n"
+        "print('TOKENS', json.dumps(list(out[0].outputs[0].token_ids)))\n")
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CACHE_ROOT": str(tmp_path / "cache")}
+    run = subprocess.run([str(VLLM_PYTHON), "-c", script, str(out), json.dumps(ids)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = json.loads(next(line for line in run.stdout.splitlines() if line.startswith("TOKENS "))[7:])
+    model = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    ours = model.generate(torch.tensor([ids]), max_new_tokens=8, min_new_tokens=8, do_sample=False)[0, len(ids):]
+    assert theirs == ours.tolist()
+
+
 def test_a_worker_that_dies_is_an_error_with_its_log(tied):
     model, engine = tied
     os.kill(engine._proc.pid, signal.SIGKILL)

@@ -152,3 +152,50 @@ def test_an_asynchronous_run_resumes_drawing_the_prompts_it_had_sampled_ahead(tm
 def test_asynchronous_rl_needs_rollout_workers(tmp_path):
     with pytest.raises(Exception, match="rollout.max_staleness > 0 .* set ray.rollout_workers >= 1"):
         say_seven(tmp_path, "rollout.max_staleness=1")
+
+
+def test_reward_workers_on_ray_keep_the_deadline_and_survive_a_crash(tmp_path):
+    from aha.config import RayConfig, RewardSpec
+    from aha.rewards import build_reward
+    from aha.rewards.ray_pool import RayRewardPool
+
+    (tmp_path / "slow.py").write_text(
+        "import os, time\n"
+        "def score(completion, sample):\n"
+        "    if completion == 'hang':\n"
+        "        time.sleep(60)\n"
+        "    if completion == 'crash':\n"
+        "        os._exit(3)\n"
+        "    if completion == 'raise':\n"
+        "        raise ValueError('no number')\n"
+        "    return float(len(completion)) + sample['bonus']\n")
+    spec = RewardSpec(fn="slow.py:score", workers=2, timeout_s=2.0)
+    reward = build_reward([spec], tmp_path, ray=RayConfig(reward_workers=True, object_store_mb=256))
+    pool = reward.components[0].pool
+    try:
+        assert isinstance(pool, RayRewardPool)
+        texts = ["ab", "hang", "abcd", "crash", "raise", "x"]
+        result = reward.score(texts, [{"bonus": 10.0}] * len(texts))
+        assert result.components["score"][[0, 2, 5]].tolist() == [12.0, 14.0, 11.0]
+        assert result.failed.tolist() == [False, True, False, True, True, False]
+        assert pool.restarts == 2  # the hung call's actor and the crashed one, replaced
+        again = reward.score(["abc"], [{"bonus": 0.0}])  # the pool works on
+        assert again.total.tolist() == [3.0]
+    finally:
+        reward.close()
+
+
+def test_a_reward_that_cannot_start_on_ray_says_why(tmp_path):
+    from aha.config import RayConfig, RewardSpec
+    from aha.rewards import build_reward
+
+    # imports here (build_reward checks it at once) but not in a worker: another machine's
+    # environment, say, without a package the reward needs
+    (tmp_path / "broken.py").write_text(f"import os\nif os.getpid() != {os.getpid()}:\n    import not_a_module_anywhere\n"
+                                        "def score(c, s):\n    return 1.0\n")
+    reward = build_reward([RewardSpec(fn="broken.py:score", workers=1)], tmp_path, ray=RayConfig(reward_workers=True))
+    try:
+        with pytest.raises(RuntimeError, match="a reward worker could not start: .*not_a_module_anywhere"):
+            reward.score(["a"], [{}])
+    finally:
+        reward.close()

@@ -203,6 +203,7 @@ class RayConfig(Strict):
     address: str | None = Field(None, description="a running Ray cluster to join (e.g. ray://head:10001 or auto); none: start a local one")
     object_store_mb: int = Field(1024, ge=80, description="a local cluster's object store (the policy's weights pass through it once a step)")
     worker_threads: int = Field(1, ge=1, description="CPU threads (and Ray CPUs) of each rollout worker")
+    reward_workers: bool = Field(False, description="run each reward's `workers: N` pool as N Ray actors (on the cluster, deadlines and replacement as with local processes) instead of local processes")
 
 
 class TrackingConfig(Strict):
@@ -335,6 +336,8 @@ class Config(Strict):
         if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
             problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
                             "set ray.rollout_workers >= 1 (and method=rl)")
+        if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):
+            problems.append("ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)")
         if self.ray.rollout_workers and self.rollout.engine == "vllm":
             problems.append("ray.rollout_workers run the HF engine: set rollout.engine=hf (or auto) with them")
         if self.lora.rank and self.method in ("rm", "prm"):

@@ -7,11 +7,16 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from aha.config import RewardSpec
+from aha.config import RayConfig, RewardSpec
 from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
 from aha.rewards.pool import Outcome, WorkerPool
+
+if TYPE_CHECKING:  # annotations only: torch and Ray load where they are used
+    import torch
+
+    from aha.rewards.ray_pool import RayRewardPool
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,7 @@ class Component:
     clip_min: float | None = None
     clip_max: float | None = None
     batched: bool = False  # fn takes lists
-    pool: WorkerPool | None = None  # run in worker processes with a deadline per call
+    pool: WorkerPool | RayRewardPool | None = None  # run in worker processes (or Ray actors) with a deadline per call
 
     def evaluate(self, completions: list[str], samples: list[dict]) -> list[Outcome]:
         if self.pool is not None:
@@ -178,9 +183,10 @@ class CompositeReward:
 
 
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward",
-                 dtype: str = "auto") -> CompositeReward:
+                 dtype: str = "auto", ray: RayConfig | None = None) -> CompositeReward:
     """The composite of a config's reward list; errors name `section[i].key`. A reward model
-    in it computes in dtype (pass the policy's, train.dtype) unless its args.dtype is set."""
+    in it computes in dtype (pass the policy's, train.dtype) unless its args.dtype is set.
+    With ray.reward_workers, a reward's `workers: N` pool is N Ray actors (RayRewardPool)."""
     if not specs:
         raise RewardError(f"{section}: at least one reward function is required")
     components: list[Component] = []
@@ -203,7 +209,14 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
             raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")
         if is_batched and spec.workers:
             raise RewardError(f"{key}.workers: {spec.fn} is a batched reward and runs in this process; set workers: 0")
-        pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s) if spec.workers else None
+        pool = None
+        if spec.workers and ray is not None and ray.reward_workers:
+            from aha.rewards.ray_pool import RayRewardPool
+
+            pool = RayRewardPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s, ray.address,
+                                 ray.object_store_mb)
+        elif spec.workers:
+            pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s)
         components.append(Component(name, fn, spec.weight, spec.combine, spec.gate_min, spec.clip_min, spec.clip_max,
                                     is_batched, pool))
     return CompositeReward(components)

@@ -151,7 +151,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
     method_class = method_for(config)
     # build everything that can fail on bad input before the slow model load
     task = build_task(config.task, config.base_dir)
-    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
+    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray)
     prepared = None
     try:
         prepared = method_class.prepare(config, task, reward)

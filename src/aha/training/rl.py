@@ -4,6 +4,7 @@ the policy, scores them with the reward and updates on them (training/step.py)."
 from __future__ import annotations
 
 import copy
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +79,8 @@ class Gold:
 class RLMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> Gold:
-        gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype) if config.monitor.gold else None
+        gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype,
+                            ray=config.ray) if config.monitor.gold else None
         try:
             check_format_components(config.monitor, reward)
         except ValueError as err:
@@ -114,8 +116,16 @@ class RLMethod(Method):
             if staleness > self.config.rollout.max_staleness:  # cannot happen with the queue's depth; guarded
                 raise RuntimeError(f"a round sampled {staleness} policy versions ago reached step {step} "
                                    f"(rollout.max_staleness {self.config.rollout.max_staleness})")
+            waited = time.time()
             first = (ahead.chosen, self.setup.engine.collect(ahead.submitted))
+            waited = time.time() - waited
+        else:
+            waited = 0.0
         record, examples = run_step(self.parts, self.run_state, step, first, lambda: self._sample_ahead(step))
+        # the wait for the round sampled ahead is part of this step's generation time
+        record["time/generate_s"] += waited
+        record["time/step_s"] += waited
+        record["async/wait_s"] = waited
         record["async/staleness"] = float(staleness)
         record["async/ahead"] = len(self.ahead)
         return record, examples

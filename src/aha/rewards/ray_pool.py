@@ -1,0 +1,118 @@
+"""Reward workers on Ray (`ray.reward_workers: true`): a reward with `workers: N` runs on N
+Ray actors instead of N local processes, with the same contract as rewards/pool.py: the
+function is named by its path and resolved in each actor, every call has a deadline, and a
+call past it (or whose actor died) scores as a failure while its actor is killed and
+replaced, so one hung or crashing reward never stops the run."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from pathlib import Path
+
+from aha.rewards.functions import bind_args, resolve_function
+from aha.rewards.pool import Outcome
+
+
+class RewardActor:
+    """What a Ray reward actor runs: one reward function, called one sample at a time."""
+
+    def __init__(self, fn_path: str, args: dict, base_dir: str):
+        self.fn, self.error = None, None
+        try:
+            fn = resolve_function(fn_path, base_dir=base_dir)
+            self.fn = bind_args(fn, args, key="reward.args") if args else fn
+        except Exception as err:  # noqa: BLE001 - reported by ready(), one line, not a Ray traceback
+            self.error = f"{type(err).__name__}: {err}"
+
+    def ready(self) -> str | None:
+        """None when the function is ready, else why it is not."""
+        return self.error
+
+    def call(self, completion: str, sample: dict) -> Outcome:
+        try:
+            return Outcome(value=self.fn(completion, sample))
+        except Exception as err:  # noqa: BLE001 - scored as failed by the caller
+            return Outcome(error=f"{type(err).__name__}: {err}")
+
+
+class RayRewardPool:
+    """WorkerPool's interface (map, close, restarts) on Ray actors. The actors ask Ray for no
+    CPU (num_cpus=0): a reward call mostly waits (a sandboxed process, a remote judge), and
+    rollout workers holding every CPU of a small cluster must not keep them from starting."""
+
+    STARTUP_S = 120.0
+
+    def __init__(self, fn_path: str, args: dict, base_dir: str | Path, workers: int, timeout_s: float,
+                 address: str | None = None, object_store_mb: int = 1024):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.spec = (fn_path, dict(args), str(base_dir))
+        self.size, self.timeout_s = workers, timeout_s
+        self.cluster = (address, object_store_mb)
+        self.actors: list = []
+        self.restarts = 0  # actors killed at a deadline or found dead
+        self.ray = None
+
+    def _start(self):
+        from aha.rollout.ray_engine import _ray, start_ray
+
+        if self.ray is None:
+            self.ray = _ray()
+            start_ray(*self.cluster)
+        actor = self.ray.remote(num_cpus=0, max_restarts=0)(RewardActor).remote(*self.spec)
+        try:
+            error = self.ray.get(actor.ready.remote(), timeout=self.STARTUP_S)
+        except Exception as err:  # the actor itself could not start (or not in time)
+            error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        if error is not None:
+            self.ray.kill(actor)
+            raise RuntimeError(f"a reward worker could not start: {error}")
+        return actor
+
+    def map(self, completions: list[str], samples: list[dict]) -> list[Outcome]:
+        outcomes: list[Outcome | None] = [None] * len(completions)
+        while len(self.actors) < min(self.size, len(completions)):
+            self.actors.append(self._start())
+        pending = deque(range(len(completions)))
+        running: dict = {}  # object ref -> (actor slot, sample index, deadline)
+        idle = deque(range(len(self.actors)))
+        while pending or running:
+            while idle and pending:
+                slot, index = idle.popleft(), pending.popleft()
+                ref = self.actors[slot].call.remote(completions[index], samples[index])
+                running[ref] = (slot, index, time.monotonic() + self.timeout_s)
+            wait_s = max(0.0, min(deadline for _, _, deadline in running.values()) - time.monotonic())
+            ready, _ = self.ray.wait(list(running), num_returns=1, timeout=wait_s)
+            for ref in ready:
+                slot, index, _ = running.pop(ref)
+                try:
+                    outcomes[index] = self.ray.get(ref)
+                except self.ray.exceptions.RayActorError as err:
+                    outcomes[index] = Outcome(error=f"the worker died ({type(err).__name__})")
+                    self._replace(slot)
+                idle.append(slot)
+            now = time.monotonic()
+            for ref, (slot, index, deadline) in list(running.items()):
+                if now >= deadline:
+                    del running[ref]
+                    outcomes[index] = Outcome(error=f"timed out after {self.timeout_s:g} s")
+                    self._replace(slot)
+                    idle.append(slot)
+        return outcomes
+
+    def _replace(self, slot: int) -> None:
+        try:
+            self.ray.kill(self.actors[slot])
+        except Exception:  # already gone
+            pass
+        self.restarts += 1
+        self.actors[slot] = self._start()
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # already gone
+                pass
+        self.actors = []

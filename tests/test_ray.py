@@ -123,6 +123,8 @@ def test_asynchronous_rl_learns_with_samples_at_most_max_staleness_versions_old(
     # step 1 samples on the spot; from then on each step trains on a round drawn `bound` updates ago
     assert staleness[0] == 0 and max(staleness) == bound and all(0 <= s <= bound for s in staleness)
     assert staleness[bound:] == [bound] * (len(records) - bound)
+    # nothing is sampled ahead for steps the run will not reach
+    assert [r["async/ahead"] for r in records[-bound - 1:]] == list(range(bound, -1, -1))
     hits = [r["reward/mean"] for r in records]
     first, last = sum(hits[:3]) / 3, sum(hits[-5:]) / 5
     assert len(hits) == 30 and first < 0.1 and last > 3 * first
@@ -149,9 +151,11 @@ def test_an_asynchronous_run_resumes_drawing_the_prompts_it_had_sampled_ahead(tm
     assert [r["async/staleness"] for r in metrics(resumed) if "async/staleness" in r] == [0, 1, 0, 1]
 
 
-def test_asynchronous_rl_needs_rollout_workers(tmp_path):
+def test_asynchronous_rl_needs_rollout_workers_and_a_correction_for_trainer_log_probs(tmp_path):
     with pytest.raises(Exception, match="rollout.max_staleness > 0 .* set ray.rollout_workers >= 1"):
         say_seven(tmp_path, "rollout.max_staleness=1")
+    with pytest.raises(Exception, match="old_logprobs=trainer needs algorithm.tis_cap"):
+        say_seven(tmp_path, "rollout.max_staleness=1", "ray.rollout_workers=2", "algorithm.old_logprobs=trainer")
 
 
 def test_reward_workers_on_ray_keep_the_deadline_and_survive_a_crash(tmp_path):

@@ -159,6 +159,36 @@ def test_an_exported_folder_loads_in_vllm_and_answers_as_transformers_does(tmp_p
     assert theirs == ours.tolist()
 
 
+def test_ray_rollout_workers_running_vllm_sample_the_learners_log_probs():
+    pytest.importorskip("ray", reason="needs ray (pip install 'aha[ray]')")
+    from aha.rollout.ray_engine import RayEngine, start_ray
+
+    start_ray(None, object_store_mb=256, num_cpus=2)
+    model, tokenizer = head32_model(tied=False, seed=2), load("tiny").tokenizer
+    engine = RayEngine(model, tokenizer, MAX_NEW, workers=2, vllm_python=VLLM_PYTHON)
+    import ray
+
+    described = [ray.get(actor.describe.remote()) for actor in engine.actors]
+    try:
+        assert [kind for kind, _ in described] == ["VLLMEngine", "VLLMEngine"] and all(pid for _, pid in described)
+        assert max_logprob_gap(engine, model) < 1e-5
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(1.2)
+        engine.sync_weights(model)
+        assert max_logprob_gap(engine, model) < 1e-5  # both workers' vLLM took the new weights
+    finally:
+        engine.close()
+        ray.shutdown()
+    import time
+
+    for _, pid in described:  # each worker's vLLM process went with it (reaped within seconds)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+            time.sleep(0.2)
+        assert not os.path.exists(f"/proc/{pid}"), f"vLLM process {pid} outlived its worker"
+
+
 def test_a_worker_that_dies_is_an_error_with_its_log(tied):
     model, engine = tied
     os.kill(engine._proc.pid, signal.SIGKILL)

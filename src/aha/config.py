@@ -199,7 +199,7 @@ class LoraConfig(Strict):
 class RayConfig(Strict):
     """Sampling on Ray rollout workers (actors), the learner staying in this process."""
 
-    rollout_workers: int = Field(0, ge=0, description="0: sample in this process; N: N Ray actors, each with its own engine and copy of the policy, sample a share of each step's prompts")
+    rollout_workers: int = Field(0, ge=0, description="0: sample in this process; N: N Ray actors, each with its own engine (HF, or vLLM with rollout.engine=vllm) and copy of the policy, sample a share of each step's prompts")
     address: str | None = Field(None, description="a running Ray cluster to join (e.g. ray://head:10001 or auto); none: start a local one")
     object_store_mb: int = Field(1024, ge=80, description="a local cluster's object store (the policy's weights pass through it once a step)")
     worker_threads: int = Field(1, ge=1, description="CPU threads (and Ray CPUs) of each rollout worker")
@@ -336,10 +336,11 @@ class Config(Strict):
         if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
             problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
                             "set ray.rollout_workers >= 1 (and method=rl)")
+        if self.rollout.max_staleness and a.old_logprobs == "trainer" and a.tis_cap is None:
+            problems.append("rollout.max_staleness with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the "
+                            "trainer's log-probs of the current policy would treat samples of an older one as on-policy")
         if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):
             problems.append("ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)")
-        if self.ray.rollout_workers and self.rollout.engine == "vllm":
-            problems.append("ray.rollout_workers run the HF engine: set rollout.engine=hf (or auto) with them")
         if self.lora.rank and self.method in ("rm", "prm"):
             problems.append(f"lora.rank applies to the policy; method={self.method} trains a reward model of its own: set lora.rank=0")
         if problems:

@@ -83,22 +83,31 @@ class RayRewardPool:
                 ref = self.actors[slot].call.remote(completions[index], samples[index])
                 running[ref] = (slot, index, time.monotonic() + self.timeout_s)
             wait_s = max(0.0, min(deadline for _, _, deadline in running.values()) - time.monotonic())
-            ready, _ = self.ray.wait(list(running), num_returns=1, timeout=wait_s)
+            self.ray.wait(list(running), num_returns=1, timeout=wait_s)
+            # every call that has finished is taken before any deadline is judged (a replacement's
+            # start-up below must not turn a finished call into a timed-out one)
+            ready, _ = self.ray.wait(list(running), num_returns=len(running), timeout=0)
+            dead = []
             for ref in ready:
                 slot, index, _ = running.pop(ref)
                 try:
                     outcomes[index] = self.ray.get(ref)
+                    idle.append(slot)
                 except self.ray.exceptions.RayActorError as err:
                     outcomes[index] = Outcome(error=f"the worker died ({type(err).__name__})")
-                    self._replace(slot)
-                idle.append(slot)
+                    dead.append(slot)
+                except self.ray.exceptions.RayError as err:  # e.g. a value Ray could not move: this sample only
+                    outcomes[index] = Outcome(error=f"{type(err).__name__}: {str(err).splitlines()[0]}")
+                    idle.append(slot)
             now = time.monotonic()
             for ref, (slot, index, deadline) in list(running.items()):
                 if now >= deadline:
                     del running[ref]
                     outcomes[index] = Outcome(error=f"timed out after {self.timeout_s:g} s")
-                    self._replace(slot)
-                    idle.append(slot)
+                    dead.append(slot)
+            for slot in dead:
+                self._replace(slot)
+                idle.append(slot)
         return outcomes
 
     def _replace(self, slot: int) -> None:

@@ -75,13 +75,19 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
 
     max_new = max_new_tokens or rollout.max_new_tokens
     if ray is not None and ray.rollout_workers:
-        if rollout.engine == "vllm" or self_certainty:
-            raise ValueError("ray.rollout_workers sample with the HF engine: use rollout.engine=hf or auto, "
-                             "without self-certainty")
+        if self_certainty:
+            raise ValueError("ray.rollout_workers cannot report self-certainty: evaluate in this process")
         from aha.rollout.ray_engine import RayEngine
 
+        # rollout.engine=vllm: each worker runs vLLM (in its own environment); else the HF engine
+        python = None
+        if rollout.engine == "vllm":
+            python = vllm_python(rollout.vllm_python)
+            if python is None:
+                raise VLLMEngineError("rollout.engine=vllm with ray.rollout_workers needs vLLM's environment "
+                                      "(rollout.vllm_python, $AHA_VLLM_PYTHON, or `make vllm`)")
         return RayEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
-                         ray.rollout_workers, seed, ray.address, ray.object_store_mb, ray.worker_threads)
+                         ray.rollout_workers, seed, ray.address, ray.object_store_mb, ray.worker_threads, python)
     vllm = lambda python: VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p,  # noqa: E731
                                      rollout.batch_size, dtype, python, seed)
     if rollout.engine == "vllm":

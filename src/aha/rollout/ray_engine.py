@@ -24,6 +24,7 @@ import os
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -56,7 +57,8 @@ def _ray():
     try:
         import ray
     except ImportError as err:
-        raise RayUnavailable("ray.rollout_workers > 0 needs Ray: pip install 'aha[ray]' (ray==2.60.0)") from err
+        raise RayUnavailable("Ray workers (ray.rollout_workers, ray.reward_workers) need Ray: "
+                             "pip install 'aha[ray]' (ray==2.60.0)") from err
     return ray
 
 
@@ -75,17 +77,30 @@ def start_ray(address: str | None, object_store_mb: int, num_cpus: int | None = 
 
 
 class RolloutWorker:
-    """What a Ray rollout actor runs: an HF engine over a model made from the policy's config."""
+    """What a Ray rollout actor runs: an engine over a model made from the policy's config,
+    the HF engine, or with vllm_python the vLLM engine (its own process, started from here)."""
 
-    def __init__(self, model_config, tokenizer, settings: dict, threads: int, eos_ids: list[int]):
+    def __init__(self, model_config, tokenizer, settings: dict, threads: int, eos_ids: list[int],
+                 vllm_python: str | None = None, seed: int = 0, index: int = 0):
         from transformers import AutoModelForCausalLM
-
-        from aha.rollout.hf_engine import HFEngine
 
         torch.set_num_threads(threads)
         model = AutoModelForCausalLM.from_config(model_config, dtype=torch.float32).eval()
         model.requires_grad_(False)
-        self.engine = HFEngine(model, tokenizer, **settings)
+        if vllm_python:
+            from aha.rollout.vllm_engine import VLLMEngine
+
+            # vLLM binds its threads to the CPUs it is told: this worker's own `threads` of them,
+            # not every CPU of the machine for each worker (unless the user set them)
+            cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count()))
+            mine = [cpus[(index * threads + i) % len(cpus)] for i in range(min(threads, len(cpus)))]
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, mine)))
+            os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+            self.engine = VLLMEngine(model, tokenizer, **settings, python=Path(vllm_python), seed=seed)
+        else:
+            from aha.rollout.hf_engine import HFEngine
+
+            self.engine = HFEngine(model, tokenizer, **settings)
         # the driver's stop ids: a model made from its config alone lacks the generation
         # config's extra end-of-turn ids
         self.engine.eos_ids = list(eos_ids)
@@ -94,14 +109,25 @@ class RolloutWorker:
     def stop_ids(self) -> list[int]:
         return self.engine.eos_ids
 
-    def load_weights(self, state: dict, version: int) -> int:
+    def load_weights(self, state: dict, version: int) -> float:
         """state: name -> numpy array, read in place from the object store (Ray hands numpy
-        arrays over without a copy; torch tensors it pickles) and copied into the weights."""
+        arrays over without a copy; torch tensors it pickles) and copied into the weights.
+        Returns the seconds it took."""
+        t0 = time.perf_counter()
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # from_numpy of a read-only array: only read here
             self.engine.model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
+        self.engine.sync_weights(self.engine.model)  # vLLM: handed to its process at the next generate
         self.version = version
-        return os.getpid()
+        return time.perf_counter() - t0
+
+    def describe(self) -> tuple[str, int | None]:
+        """The engine's class, and the pid of the process it started (vLLM's), if any."""
+        process = getattr(self.engine, "_proc", None)
+        return type(self.engine).__name__, None if process is None else process.pid
+
+    def close(self) -> None:
+        self.engine.close()
 
     def generate(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int | None,
                  seed: int) -> Rollouts:
@@ -117,11 +143,13 @@ class RayEngine(EngineSettings):
 
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  batch_size: int = 64, dtype: torch.dtype = torch.float32, workers: int = 2, seed: int = 0,
-                 address: str | None = None, object_store_mb: int = 1024, worker_threads: int = 1):
+                 address: str | None = None, object_store_mb: int = 1024, worker_threads: int = 1,
+                 vllm_python: Path | None = None):
         super().__init__(model, tokenizer, max_new_tokens, temperature, top_p, batch_size, dtype)
         self.ray = _ray()
         start_ray(address, object_store_mb)
         self.seed, self.calls, self.version, self.threads = seed, 0, 0, worker_threads
+        self.vllm_python = None if vllm_python is None else str(vllm_python)
         self.redrawn = 0  # shares drawn again after a worker died, over the engine's life
         self._settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                               batch_size=batch_size, dtype=dtype)
@@ -131,11 +159,16 @@ class RayEngine(EngineSettings):
         if total < workers * worker_threads:  # actors that can never be placed would wait forever
             raise RayUnavailable(f"ray.rollout_workers={workers} x ray.worker_threads={worker_threads} need "
                                  f"{workers * worker_threads} CPUs; the Ray cluster has {total:g}")
-        self.actors = [self._new_actor() for _ in range(workers)]
+        self._started = 0
+        self._loads: dict[int, tuple] = {}  # slot -> (actor, its weight load's ref), not yet checked
+        self.actors = [self._new_actor(slot) for slot in range(workers)]
         self._stale = True
 
-    def _new_actor(self):
-        return self._remote.remote(self.model.config, self.tokenizer, self._settings, self.threads, self.eos_ids)
+    def _new_actor(self, slot: int):
+        started = self._started
+        self._started += 1  # each vLLM worker seeds its own stream; its slot picks its CPUs
+        return self._remote.remote(self.model.config, self.tokenizer, self._settings, self.threads, self.eos_ids,
+                                   self.vllm_python, self.seed + started, slot)
 
     def sync_weights(self, model) -> None:
         """Workers load the model's current weights before their next sample (one copy in
@@ -144,7 +177,9 @@ class RayEngine(EngineSettings):
             raise ValueError("RayEngine follows the model it was built on; build a new engine for another model")
         self._stale = True
 
-    def _push(self, actors) -> None:
+    def _push(self, actors, wait: bool = True) -> None:
+        """Hand the newest weights to actors. wait=False only queues the loads (an actor runs
+        its calls in order, so its next sample uses them); collect() checks them."""
         t0 = time.perf_counter()
         if self._stale:
             self.version += 1
@@ -161,20 +196,30 @@ class RayEngine(EngineSettings):
                 state[name] = arrays[key] if key in arrays else arrays.setdefault(key, tensor.numpy())
             self._weights = self.ray.put(state)
             self._stale = False
+        if not wait:
+            for actor in actors:
+                self._loads[self._slot(actor)] = (actor, actor.load_weights.remote(self._weights, self.version))
+            self.sync_seconds += time.perf_counter() - t0
+            return
         for actor in actors:
-            if not self._loaded(actor):
-                slot = self._slot(actor)
-                log.warning("rollout worker %s died before loading the new weights; a new worker takes its place", slot)
+            error = self._loaded(actor)
+            if error is not None:
+                log.warning("rollout worker %s died before loading the new weights (%s); a new worker takes its place",
+                            self._slot(actor), error)
                 self._replace(actor)
         self.sync_seconds += time.perf_counter() - t0
 
-    def _loaded(self, actor) -> bool:
-        """Hand the current weights to actor; False if it is dead."""
+    def _loaded(self, actor, ref=None) -> str | None:
+        """Hand the current weights to actor (or wait for the load `ref` already queued);
+        None when done, else why the actor is gone. A load that fails in a live actor raises."""
         try:
-            self.ray.get(actor.load_weights.remote(self._weights, self.version))
-            return True
-        except self.ray.exceptions.RayActorError:  # ActorDiedError and the like
-            return False
+            self.ray.get(ref if ref is not None else actor.load_weights.remote(self._weights, self.version))
+            return None
+        except self.ray.exceptions.RayActorError as err:  # ActorDiedError and the like
+            lines = str(err).strip().splitlines()
+            return lines[-1] if lines else type(err).__name__
+        except self.ray.exceptions.RayTaskError as err:
+            raise RuntimeError(f"a rollout worker could not load the policy's weights: {err}") from None
 
     def _slot(self, actor) -> int | None:
         return next((i for i, a in enumerate(self.actors) if a is actor), None)
@@ -189,7 +234,7 @@ class RayEngine(EngineSettings):
         and return at once; collect() waits for the result. Asynchronous training samples
         the next step so while the learner updates."""
         if self._stale:
-            self._push(self.actors)
+            self._push(self.actors, wait=False)
         self.calls += 1
         count = len(self.actors)
         bounds = [round(i * len(prompts) / count) for i in range(count + 1)]
@@ -208,6 +253,13 @@ class RayEngine(EngineSettings):
         prompts, group_size = submitted.request[0], submitted.request[1]
         pending, done = submitted.pending, {}
         attempts = dict.fromkeys(pending, 0)
+        loads = [self._loads.pop(slot) for slot in list(self._loads)
+                 if any(actor is self._loads[slot][0] for actor, _ in pending.values())]
+        if loads:  # queued by submit: the time the slowest worker took to take the weights
+            t0 = time.perf_counter()
+            for actor, ref in loads:
+                self._loaded(actor, ref)  # a dead actor: its share below fails too, and is drawn again
+            self.sync_seconds += time.perf_counter() - t0
         while pending:
             index, (actor, ref) = next(iter(pending.items()))
             try:
@@ -240,15 +292,18 @@ class RayEngine(EngineSettings):
         with the current weights; returns it. Gives up after MAX_REDRAWS new ones died too."""
         slot = self._slot(dead)
         self._kill(dead)
+        error = None
         for _ in range(MAX_REDRAWS):
-            fresh = self._new_actor()
+            fresh = self._new_actor(slot or 0)
             if slot is not None:
                 self.actors[slot] = fresh
-            if self._weights is None or self._loaded(fresh):
+                self._loads.pop(slot, None)
+            error = None if self._weights is None else self._loaded(fresh)
+            if error is None:
                 return fresh
             self._kill(fresh)
         raise RuntimeError(f"rollout worker {slot}: {MAX_REDRAWS} new workers in a row died before loading the "
-                           "weights (see the Ray worker logs)")
+                           f"weights; the last: {error}")
 
     def _kill(self, actor) -> None:
         try:
@@ -257,6 +312,13 @@ class RayEngine(EngineSettings):
             pass
 
     def close(self) -> None:
-        for actor in getattr(self, "actors", []):
+        actors = getattr(self, "actors", [])
+        # let each engine close what it started (a vLLM process) before the actor goes
+        closing = [actor.close.remote() for actor in actors]
+        try:
+            self.ray.wait(closing, num_returns=len(closing), timeout=30)
+        except Exception:  # a dead actor: nothing of its own left to close
+            pass
+        for actor in actors:
             self._kill(actor)
         self.actors = []

@@ -134,7 +134,8 @@ class RLMethod(Method):
         """Submit rounds for the steps after this one, up to max_staleness of them, on the
         weights the workers will hold (this step's, before its update)."""
         ro, engine = self.config.rollout, self.setup.engine
-        while len(self.ahead) < ro.max_staleness:
+        # none for steps the run will not reach: they would only hold up the evaluation and the end
+        while len(self.ahead) < min(ro.max_staleness, self.config.train.steps - step):
             before = self.sampler.state()
             chosen = self.sampler.next(ro.prompts_per_step)
             prompts = encode_prompts(engine.tokenizer, self.setup.task, chosen)

@@ -20,9 +20,8 @@ ray = pytest.importorskip("ray", reason="the Ray backend's tests need ray (pip i
 
 @pytest.fixture(scope="module", autouse=True)
 def local_cluster():
-    from aha.rollout.ray_engine import start_ray
-
-    start_ray(None, object_store_mb=256, num_cpus=2)
+    # connected here, not by aha: the runs below leave it up for the next test
+    ray.init(num_cpus=2, object_store_memory=256 << 20, include_dashboard=False)
     yield
     ray.shutdown()
 
@@ -203,3 +202,9 @@ def test_a_reward_that_cannot_start_on_ray_says_why(tmp_path):
             reward.score(["a"], [{}])
     finally:
         reward.close()
+
+
+def test_a_run_stops_the_local_cluster_it_started(tmp_path):
+    ray.shutdown()  # (the module's cluster: this run must start its own)
+    train(say_seven(tmp_path, "ray.rollout_workers=1", "train.steps=2", "eval.after=false"), echo=QUIET)
+    assert not ray.is_initialized()

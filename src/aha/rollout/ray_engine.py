@@ -62,18 +62,36 @@ def _ray():
     return ray
 
 
+# whether start_ray connected this process (release_ray then disconnects it, and stops the
+# local cluster it started); False when the caller had connected it before
+_CONNECTED_HERE = False
+
+
 def start_ray(address: str | None, object_store_mb: int, num_cpus: int | None = None) -> None:
     """Join the cluster at `address`, or start a local one (object store capped at
     object_store_mb); nothing when this process is already connected."""
+    global _CONNECTED_HERE
     ray = _ray()
     if ray.is_initialized():
         return
     if address:
         ray.init(address=address, log_to_driver=True)
-        return
-    # Ray's own defaults take 30% of memory for the object store and start a dashboard
-    ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=object_store_mb << 20,
-             include_dashboard=False, log_to_driver=True, configure_logging=False)
+    else:
+        # Ray's own defaults take 30% of memory for the object store and start a dashboard
+        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=object_store_mb << 20,
+                 include_dashboard=False, log_to_driver=True, configure_logging=False)
+    _CONNECTED_HERE = True
+
+
+def release_ray() -> None:
+    """Disconnect what start_ray connected (a local cluster it started stops); a connection
+    the caller made stays."""
+    global _CONNECTED_HERE
+    if _CONNECTED_HERE:
+        import ray
+
+        ray.shutdown()
+        _CONNECTED_HERE = False
 
 
 class RolloutWorker:

@@ -161,6 +161,10 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
         for held in (reward, prepared):  # worker processes of pooled rewards
             if held is not None and hasattr(held, "close"):
                 held.close()
+        if config.ray.rollout_workers or config.ray.reward_workers:
+            from aha.rollout.ray_engine import release_ray
+
+            release_ray()  # a local cluster this run started goes with it
 
 
 def _load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:

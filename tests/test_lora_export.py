@@ -139,11 +139,6 @@ def test_an_adapter_whose_base_is_missing_is_refused_by_name(lora_run, tmp_path)
         load(str(folder))
 
 
-def test_lora_is_refused_for_reward_model_training(tmp_path):
-    with pytest.raises(Exception, match="lora.rank applies to the policy"):
-        load_config(config_for(tmp_path, "rm", "tiny"), ["method=rm", "rm.data=x.jsonl", "lora.rank=4"])
-
-
 def test_adapters_on_a_tied_lm_head_are_refused():
     model = load("tiny").model
     assert model.config.tie_word_embeddings
@@ -157,3 +152,59 @@ def test_export_never_replaces_the_run_it_reads(lora_run, capsys, where):
     assert main(["export", str(lora_run), str(out), "--overwrite"]) == 2
     assert "holds the run or checkpoint being exported" in capsys.readouterr().err
     assert (lora_run / "checkpoints/step-2/adapter_model.safetensors").is_file()
+
+
+def test_a_reward_model_trains_lora_adapters_and_scores_as_a_reward(tmp_path):
+    from test_reward_model import PAIRS, rm_config
+
+    from aha.config import RewardSpec
+    from aha.models.reward_model import RewardModel
+    from aha.rewards import build_reward
+
+    train(rm_config(tmp_path, "run", "train.steps=20", "lora.rank=4", "train.lr=2e-2", "eval.after=true"),
+          echo=lambda *_: None)
+    records = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    losses = [r["rm/loss"] for r in records if "rm/loss" in r]
+    assert losses[-1] < 0.7 * losses[0]  # the adapters and the head learned the preference
+    folder = tmp_path / "run/checkpoints/step-20"
+    assert (folder / "adapter_model.safetensors").is_file() and (folder / "reward_head.safetensors").is_file()
+    assert not (folder / "model.safetensors").exists()
+    # as a reward: the base with the adapter folded in, and the trained head
+    reward = build_reward([RewardSpec(model=str(tmp_path / "run"))], dtype="float32")
+    rows = PAIRS[:2]
+    samples = [{"prompt": r["prompt"]} for r in rows]
+    got = reward.score([r["chosen"] for r in rows], samples).total
+    lm = load(str(folder))
+    head = torch.nn.Linear(lm.model.config.hidden_size, 1)
+    from aha.models.checkpoints import load_weights
+
+    load_weights(head, folder, "reward_head")
+    direct = RewardModel(lm.model, head, lm.tokenizer.pad_token_id).eval()
+    from aha.tasks import Task, encode_prompts
+
+    prompts = encode_prompts(lm.tokenizer, Task("t", [], []), samples)
+    stop = lm.tokenizer.eos_token_id
+    ids = [p + lm.tokenizer(r["chosen"], add_special_tokens=False)["input_ids"] + [stop] for p, r in zip(prompts, rows)]
+    with torch.no_grad():
+        expected = torch.cat([direct([i], torch.float32)[:, 0] for i in ids])
+        unadapted = RewardModel(load("tiny").model, head, lm.tokenizer.pad_token_id).eval()
+        without = torch.cat([unadapted([i], torch.float32)[:, 0] for i in ids])
+    assert torch.allclose(got, expected, atol=1e-4)
+    assert not torch.allclose(got, without, atol=1e-3)  # the body's adapters are in the score
+
+
+@pytest.mark.parametrize("recipe", ["prm_arithmetic", "sft_arithmetic", "dpo_arithmetic"])
+def test_every_method_trains_with_lora(tmp_path, recipe):
+    from test_recipes import CONFIGS, SHORT
+
+    config = load_config(CONFIGS / f"{recipe}.yaml", SHORT + [f"output_dir={tmp_path / recipe}", "lora.rank=4",
+                                                            "train.checkpoint_every=2"])
+    train(config, echo=lambda *_: None)
+    folder = tmp_path / recipe / "checkpoints/step-2"
+    weights = load_file(str(folder / "adapter_model.safetensors"))
+    assert weights and not (folder / "model.safetensors").exists()
+    # the optimizer held the adapters only (and a reward model's head)
+    state = torch.load(folder / "trainer.pt", weights_only=False)["optimizers"]
+    (groups,) = [o["param_groups"] for o in state.values()]
+    held = sum(len(g["params"]) for g in groups)
+    assert held == len(weights) + (2 if recipe == "prm_arithmetic" else 0)  # + the head's weight and bias

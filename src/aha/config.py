@@ -187,7 +187,8 @@ class EvalConfig(Strict):
 
 
 class LoraConfig(Strict):
-    """Low-rank adapters (peft) on the policy instead of training every weight."""
+    """Low-rank adapters (peft) on the trained model instead of training every weight: the
+    policy, or with method rm / prm the reward model's body (its heads train whole)."""
 
     rank: int = Field(0, ge=0, description="LoRA rank r of the policy's adapters; 0 trains every weight (no adapters)")
     alpha: float | None = Field(None, gt=0, description="the adapters' update is scaled by alpha / rank; default 2 x rank")
@@ -341,8 +342,6 @@ class Config(Strict):
                             "trainer's log-probs of the current policy would treat samples of an older one as on-policy")
         if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):
             problems.append("ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)")
-        if self.lora.rank and self.method in ("rm", "prm"):
-            problems.append(f"lora.rank applies to the policy; method={self.method} trains a reward model of its own: set lora.rank=0")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from aha.config import Config
+from aha.models.adapters import trainable_parameters
 from aha.models.process_reward import ProcessRewardModel, encode_steps
 from aha.models.reward_model import reward_head
 from aha.rewards import CompositeReward
@@ -85,7 +86,7 @@ class PRMMethod(CursorMethod):
         self.solutions = {split: self._encode(found) for split, found in rows.items()}
         self.sampler = PromptSampler(list(range(len(rows["train"]))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(self.prm.parameters(), lr=train.lr, betas=train.betas,
+        self.optimizer = torch.optim.AdamW(trainable_parameters(self.prm), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
         self.modules = {"model": setup.model, "reward_head": head}
         self.optimizers = {"process_reward_model": self.optimizer}

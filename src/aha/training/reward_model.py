@@ -15,6 +15,7 @@ from aha.algorithms.preference import bradley_terry_loss
 from aha.algorithms.reward_model import (angular_similarity, bootstrap_weights, length_ratio, pcrm_cap,
                                          pcrm_upper_loss)
 from aha.config import Config
+from aha.models.adapters import trainable_parameters
 from aha.models.reward_model import RewardModel, ensemble_score, reward_head
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
@@ -49,7 +50,7 @@ class RMMethod(CursorMethod):
                                      for r in self.pairs["train"].rows])
         self.caps = self._pcrm_caps() if self.cfg.pcrm else None  # from the weights the run starts with
         train = config.train
-        self.optimizer = torch.optim.AdamW(self.rm.parameters(), lr=train.lr, betas=train.betas,
+        self.optimizer = torch.optim.AdamW(trainable_parameters(self.rm), lr=train.lr, betas=train.betas,
                                            weight_decay=train.weight_decay)
         self.modules = {"model": setup.model, "reward_head": head}
         self.optimizers = {"reward_model": self.optimizer}

@@ -208,3 +208,13 @@ def test_every_method_trains_with_lora(tmp_path, recipe):
     (groups,) = [o["param_groups"] for o in state.values()]
     held = sum(len(g["params"]) for g in groups)
     assert held == len(weights) + (2 if recipe == "prm_arithmetic" else 0)  # + the head's weight and bias
+
+
+def test_kto_trains_lora_adapters(tmp_path):
+    from test_kto import kto_config
+
+    train(kto_config(tmp_path, "kto", "lora.rank=4", "train.steps=2", "train.checkpoint_every=2"), echo=lambda *_: None)
+    folder = tmp_path / "kto/checkpoints/step-2"
+    weights = load_file(str(folder / "adapter_model.safetensors"))
+    (groups,) = [o["param_groups"] for o in torch.load(folder / "trainer.pt", weights_only=False)["optimizers"].values()]
+    assert sum(len(g["params"]) for g in groups) == len(weights)

@@ -121,6 +121,7 @@ def test_asynchronous_rl_learns_with_samples_at_most_max_staleness_versions_old(
     staleness = [r["async/staleness"] for r in records]
     # step 1 samples on the spot; from then on each step trains on a round drawn `bound` updates ago
     assert staleness[0] == 0 and max(staleness) == bound and all(0 <= s <= bound for s in staleness)
+    assert staleness[:bound + 1] == list(range(bound + 1))  # rising by one a step to the bound
     assert staleness[bound:] == [bound] * (len(records) - bound)
     # nothing is sampled ahead for steps the run will not reach
     assert [r["async/ahead"] for r in records[-bound - 1:]] == list(range(bound, -1, -1))
@@ -208,3 +209,14 @@ def test_a_run_stops_the_local_cluster_it_started(tmp_path):
     ray.shutdown()  # (the module's cluster: this run must start its own)
     train(say_seven(tmp_path, "ray.rollout_workers=1", "train.steps=2", "eval.after=false"), echo=QUIET)
     assert not ray.is_initialized()
+
+
+def test_a_cluster_too_small_for_the_workers_is_refused_up_front():
+    from aha.rollout.ray_engine import RayEngine, RayUnavailable
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, object_store_memory=256 << 20, include_dashboard=False)
+    lm = load("tiny")
+    with pytest.raises(RayUnavailable, match=r"ray.rollout_workers=3 x ray.worker_threads=1 need 3 CPUs; the Ray "
+                                             r"cluster has 2"):
+        RayEngine(lm.model, lm.tokenizer, 4, workers=3)

@@ -68,7 +68,7 @@ class RolloutConfig(Strict):
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
     engine: Literal["auto", "vllm", "hf"] = Field("auto", description="the sampling engine: vllm (vLLM in its own environment, `make vllm`; the policy's weights handed over after each step), hf (sampling on the policy's own modules, a lean decoding step for Llama models); auto: vllm for budgets over 64 new tokens of models without the lean step, where an environment with it is found and starts, else hf")
-    max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' prompts ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). Needs ray.rollout_workers")
+    max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' first rounds ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). Needs ray.rollout_workers")
     vllm_python: str | None = Field(None, description="the Python of an environment with vLLM; unset: $AHA_VLLM_PYTHON, else .venv-vllm/bin/python beside aha's environment")
 
 

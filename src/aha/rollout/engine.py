@@ -69,7 +69,8 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
     max_new_tokens overrides the rollout's (evaluation budgets);
     self_certainty makes the engine also report each token's self-certainty (best-of-N
     ranking), which needs every step's full logits: only the HF engine has them.
-    ray with rollout_workers > 0: that many Ray actors sample, each an HF engine (RayEngine)."""
+    ray with rollout_workers > 0: that many Ray actors sample (RayEngine), each with the HF
+    engine, or vLLM when rollout.engine is vllm."""
     from aha.rollout.llama_decoding import LlamaDecoding
     from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError, vllm_python
 

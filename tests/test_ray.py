@@ -220,3 +220,30 @@ def test_a_cluster_too_small_for_the_workers_is_refused_up_front():
     with pytest.raises(RayUnavailable, match=r"ray.rollout_workers=3 x ray.worker_threads=1 need 3 CPUs; the Ray "
                                              r"cluster has 2"):
         RayEngine(lm.model, lm.tokenizer, 4, workers=3)
+
+
+def test_a_training_run_goes_on_after_a_worker_is_killed_mid_step(tmp_path, monkeypatch, caplog):
+    from aha.rollout.ray_engine import RayEngine
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, object_store_memory=256 << 20, include_dashboard=False)
+    submit, calls = RayEngine._submit, []
+
+    def kill_at_the_third(self, actor, *args):
+        calls.append(1)
+        pid = ray.get(actor.pid.remote()) if len(calls) == 3 else None  # asked before the share is queued
+        ref = submit(self, actor, *args)
+        if pid is not None:  # step 2's first share: its worker dies with the share in flight
+            os.kill(pid, signal.SIGKILL)
+        return ref
+
+    monkeypatch.setattr(RayEngine, "_submit", kill_at_the_third)
+    overrides = ("ray.rollout_workers=2", "train.steps=4", "eval.after=false", "algorithm.dynamic_sampling=false")
+    with caplog.at_level(logging.WARNING, logger="aha.rollout.ray_engine"):
+        summary = train(say_seven(tmp_path, *overrides), echo=QUIET)
+    records = [r for r in metrics(Path(summary.run_dir)) if "reward/mean" in r]
+    assert [r["step"] for r in records] == [1, 2, 3, 4]
+    # every step trained on its whole batch: the dead worker's prompts were drawn again
+    assert all(r["groups/sampled"] == 4 and r["groups/trained"] == 4 for r in records)
+    assert sum("died during sampling" in r.message for r in caplog.records) == 1
+    assert len(calls) == 4 * 2 + 1  # two shares a step, and the killed share once more

@@ -212,7 +212,8 @@ def test_a_run_stops_the_local_cluster_it_started(tmp_path):
 
 
 def test_a_cluster_too_small_for_the_workers_is_refused_up_front():
-    from aha.rollout.ray_engine import RayEngine, RayUnavailable
+    from aha.ray_cluster import RayUnavailable
+    from aha.rollout.ray_engine import RayEngine
 
     if not ray.is_initialized():
         ray.init(num_cpus=2, object_store_memory=256 << 20, include_dashboard=False)

@@ -169,6 +169,19 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def plain_tensors(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """merged_state_dict in `dtype`, contiguous and detached, for another process to load:
+    names that share one storage (a tied output layer and the embedding) share one tensor,
+    converted once."""
+    out, converted = {}, {}
+    for name, tensor in merged_state_dict(model).items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key not in converted:
+            converted[key] = tensor.detach().to(dtype).contiguous()
+        out[name] = converted[key]
+    return out
+
+
 def merge_lora(model: torch.nn.Module) -> torch.nn.Module:
     """Fold every adapter into its weight and put the plain layers back: model becomes the
     base architecture again (for sampling and export; not for further LoRA training)."""

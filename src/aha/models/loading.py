@@ -136,6 +136,16 @@ def _with_adapter(folder: Path, seed: int) -> LoadedModel:
     return LoadedModel(loaded.model, loaded.tokenizer, str(folder))
 
 
+def lasting_name(name_or_path: str) -> str:
+    """The name load() finds the same model by from any working directory (what an adapter's
+    config records as its base): a built-in name as it is (load() takes it before any
+    folder of that name), a folder by its absolute path."""
+    folder = Path(name_or_path).expanduser()
+    if name_or_path in (EMBEDDED, "tiny") or not folder.is_dir():
+        return name_or_path
+    return str(folder.resolve())
+
+
 def weights_id(name_or_path: str, seed: int = 0) -> str:
     """A content id of the weights load(name_or_path, seed) (or a checkpoint folder) gives:
     a sha256 over the weight files' bytes, so a model retrained into the same folder gets

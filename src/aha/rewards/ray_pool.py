@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aha.rewards.functions import bind_args, resolve_function
 from aha.rewards.pool import Outcome
+from aha.ray_cluster import kill_actor, ray_module, start_ray
 
 
 class RewardActor:
@@ -55,10 +56,8 @@ class RayRewardPool:
         self.ray = None
 
     def _start(self):
-        from aha.rollout.ray_engine import _ray, start_ray
-
         if self.ray is None:
-            self.ray = _ray()
+            self.ray = ray_module()
             start_ray(*self.cluster)
         actor = self.ray.remote(num_cpus=0, max_restarts=0)(RewardActor).remote(*self.spec)
         try:
@@ -66,7 +65,7 @@ class RayRewardPool:
         except Exception as err:  # the actor itself could not start (or not in time)
             error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         if error is not None:
-            self.ray.kill(actor)
+            kill_actor(actor)
             raise RuntimeError(f"a reward worker could not start: {error}")
         return actor
 
@@ -111,17 +110,11 @@ class RayRewardPool:
         return outcomes
 
     def _replace(self, slot: int) -> None:
-        try:
-            self.ray.kill(self.actors[slot])
-        except Exception:  # already gone
-            pass
+        kill_actor(self.actors[slot])
         self.restarts += 1
         self.actors[slot] = self._start()
 
     def close(self) -> None:
         for actor in self.actors:
-            try:
-                self.ray.kill(actor)
-            except Exception:  # already gone
-                pass
+            kill_actor(actor)
         self.actors = []

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import torch
 
-from aha.models.adapters import merged_state_dict
+from aha.models.adapters import plain_tensors
+from aha.ray_cluster import RayUnavailable, kill_actor, ray_module, start_ray
 from aha.rollout.rollouts import Rollouts, concat_rollouts
 from aha.rollout.settings import EngineSettings
 
@@ -36,10 +37,6 @@ log = logging.getLogger(__name__)
 
 # a dead worker's share is drawn again at most this many times in one generate call
 MAX_REDRAWS = 3
-
-
-class RayUnavailable(RuntimeError):
-    pass
 
 
 @dataclass
@@ -50,48 +47,6 @@ class Submitted:
     shares: list[tuple[int, int]]  # each worker's prompts, [start, end)
     seeds: list[int]
     pending: dict  # share index -> (actor, object ref)
-    version: int  # the weights they were submitted on (RayEngine.version)
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError as err:
-        raise RayUnavailable("Ray workers (ray.rollout_workers, ray.reward_workers) need Ray: "
-                             "pip install 'aha[ray]' (ray==2.60.0)") from err
-    return ray
-
-
-# whether start_ray connected this process (release_ray then disconnects it, and stops the
-# local cluster it started); False when the caller had connected it before
-_CONNECTED_HERE = False
-
-
-def start_ray(address: str | None, object_store_mb: int, num_cpus: int | None = None) -> None:
-    """Join the cluster at `address`, or start a local one (object store capped at
-    object_store_mb); nothing when this process is already connected."""
-    global _CONNECTED_HERE
-    ray = _ray()
-    if ray.is_initialized():
-        return
-    if address:
-        ray.init(address=address, log_to_driver=True)
-    else:
-        # Ray's own defaults take 30% of memory for the object store and start a dashboard
-        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=object_store_mb << 20,
-                 include_dashboard=False, log_to_driver=True, configure_logging=False)
-    _CONNECTED_HERE = True
-
-
-def release_ray() -> None:
-    """Disconnect what start_ray connected (a local cluster it started stops); a connection
-    the caller made stays."""
-    global _CONNECTED_HERE
-    if _CONNECTED_HERE:
-        import ray
-
-        ray.shutdown()
-        _CONNECTED_HERE = False
 
 
 class RolloutWorker:
@@ -122,12 +77,11 @@ class RolloutWorker:
         # the driver's stop ids: a model made from its config alone lacks the generation
         # config's extra end-of-turn ids
         self.engine.eos_ids = list(eos_ids)
-        self.version = -1
 
     def stop_ids(self) -> list[int]:
         return self.engine.eos_ids
 
-    def load_weights(self, state: dict, version: int) -> float:
+    def load_weights(self, state: dict) -> float:
         """state: name -> numpy array, read in place from the object store (Ray hands numpy
         arrays over without a copy; torch tensors it pickles) and copied into the weights.
         Returns the seconds it took."""
@@ -136,7 +90,6 @@ class RolloutWorker:
             warnings.simplefilter("ignore", UserWarning)  # from_numpy of a read-only array: only read here
             self.engine.model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=True)
         self.engine.sync_weights(self.engine.model)  # vLLM: handed to its process at the next generate
-        self.version = version
         return time.perf_counter() - t0
 
     def describe(self) -> tuple[str, int | None]:
@@ -164,9 +117,10 @@ class RayEngine(EngineSettings):
                  address: str | None = None, object_store_mb: int = 1024, worker_threads: int = 1,
                  vllm_python: Path | None = None):
         super().__init__(model, tokenizer, max_new_tokens, temperature, top_p, batch_size, dtype)
-        self.ray = _ray()
+        self.ray = ray_module()
         start_ray(address, object_store_mb)
-        self.seed, self.calls, self.version, self.threads = seed, 0, 0, worker_threads
+        # version: how many sets of weights have been handed over
+        self.seed, self.version, self.threads = seed, 0, worker_threads
         self.vllm_python = None if vllm_python is None else str(vllm_python)
         self.redrawn = 0  # shares drawn again after a worker died, over the engine's life
         self._settings = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -205,18 +159,16 @@ class RayEngine(EngineSettings):
             # sized for one, and Ray would spill one to disk
             self._weights = None
             # as numpy arrays: Ray writes them into the store in one copy and workers read them
-            # in place (torch tensors were pickled: 0.9 s to put 540 MB, 0.8 s a worker to load)
-            # (a tied output layer shares the embedding's array: stored once)
-            state, arrays = {}, {}
-            for name, tensor in merged_state_dict(self.model).items():
-                tensor = tensor.detach().float().contiguous()
-                key = (tensor.data_ptr(), tuple(tensor.shape))
-                state[name] = arrays[key] if key in arrays else arrays.setdefault(key, tensor.numpy())
+            # in place (torch tensors were pickled: 0.9 s to put 540 MB, 0.8 s a worker to load);
+            # a tied output layer shares the embedding's array, stored once
+            arrays = {}
+            state = {name: arrays.setdefault(id(tensor), tensor.numpy())
+                     for name, tensor in plain_tensors(self.model, torch.float32).items()}
             self._weights = self.ray.put(state)
             self._stale = False
         if not wait:
             for actor in actors:
-                self._loads[self._slot(actor)] = (actor, actor.load_weights.remote(self._weights, self.version))
+                self._loads[self._slot(actor)] = (actor, actor.load_weights.remote(self._weights))
             self.sync_seconds += time.perf_counter() - t0
             return
         for actor in actors:
@@ -231,7 +183,7 @@ class RayEngine(EngineSettings):
         """Hand the current weights to actor (or wait for the load `ref` already queued);
         None when done, else why the actor is gone. A load that fails in a live actor raises."""
         try:
-            self.ray.get(ref if ref is not None else actor.load_weights.remote(self._weights, self.version))
+            self.ray.get(ref if ref is not None else actor.load_weights.remote(self._weights))
             return None
         except self.ray.exceptions.RayActorError as err:  # ActorDiedError and the like
             lines = str(err).strip().splitlines()
@@ -253,7 +205,6 @@ class RayEngine(EngineSettings):
         the next step so while the learner updates."""
         if self._stale:
             self._push(self.actors, wait=False)
-        self.calls += 1
         count = len(self.actors)
         bounds = [round(i * len(prompts) / count) for i in range(count + 1)]
         shares = [(bounds[i], bounds[i + 1]) for i in range(count) if bounds[i + 1] > bounds[i]]
@@ -263,7 +214,7 @@ class RayEngine(EngineSettings):
         request = (prompts, group_size, greedy, max_new_tokens)
         pending = {index: (self.actors[index], self._submit(self.actors[index], request, share, seeds[index]))
                    for index, share in enumerate(shares)}
-        return Submitted(request, shares, seeds, pending, self.version)
+        return Submitted(request, shares, seeds, pending)
 
     def collect(self, submitted: Submitted) -> Rollouts:
         """The rollouts of a submit() call, in prompt order; a share whose worker died is
@@ -271,8 +222,9 @@ class RayEngine(EngineSettings):
         prompts, group_size = submitted.request[0], submitted.request[1]
         pending, done = submitted.pending, {}
         attempts = dict.fromkeys(pending, 0)
-        loads = [self._loads.pop(slot) for slot in list(self._loads)
-                 if any(actor is self._loads[slot][0] for actor, _ in pending.values())]
+        # the weight loads submit queued on this request's workers (others may still be busy)
+        involved = {self._slot(actor) for actor, _ in pending.values()}
+        loads = [self._loads.pop(slot) for slot in involved if slot in self._loads]
         if loads:  # queued by submit: the time the slowest worker took to take the weights
             t0 = time.perf_counter()
             for actor, ref in loads:
@@ -309,7 +261,7 @@ class RayEngine(EngineSettings):
         """A new actor in the dead one's place (killed, if it is only unreachable), loaded
         with the current weights; returns it. Gives up after MAX_REDRAWS new ones died too."""
         slot = self._slot(dead)
-        self._kill(dead)
+        kill_actor(dead)
         error = None
         for _ in range(MAX_REDRAWS):
             fresh = self._new_actor(slot or 0)
@@ -319,15 +271,9 @@ class RayEngine(EngineSettings):
             error = None if self._weights is None else self._loaded(fresh)
             if error is None:
                 return fresh
-            self._kill(fresh)
+            kill_actor(fresh)
         raise RuntimeError(f"rollout worker {slot}: {MAX_REDRAWS} new workers in a row died before loading the "
                            f"weights; the last: {error}")
-
-    def _kill(self, actor) -> None:
-        try:
-            self.ray.kill(actor)
-        except Exception:  # already gone
-            pass
 
     def close(self) -> None:
         actors = getattr(self, "actors", [])
@@ -338,5 +284,5 @@ class RayEngine(EngineSettings):
         except Exception:  # a dead actor: nothing of its own left to close
             pass
         for actor in actors:
-            self._kill(actor)
+            kill_actor(actor)
         self.actors = []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from aha.models.adapters import merged_state_dict
+from aha.models.adapters import plain_tensors
 from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import Rollouts, left_pad
 
@@ -52,11 +52,10 @@ def weights_for_vllm(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, to
     once (a tied output layer shares the embedding's storage; vLLM ties it back); LoRA
     adapters folded into the weights they adapt."""
     out, seen = {}, set()
-    for name, tensor in merged_state_dict(model).items():
-        if tensor.data_ptr() in seen:
-            continue
-        seen.add(tensor.data_ptr())
-        out[name] = tensor.detach().to(dtype).contiguous()
+    for name, tensor in plain_tensors(model, dtype).items():
+        if id(tensor) not in seen:  # the first name of a shared tensor
+            seen.add(id(tensor))
+            out[name] = tensor
     return out
 
 

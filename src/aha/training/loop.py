@@ -23,7 +23,7 @@ from aha.config import Config, ConfigError, dump_config
 from aha.eval import evaluate
 from aha.eval.scoring import ScorerError, build_scorer
 from aha.models import load
-from aha.models.loading import EMBEDDED
+from aha.models.loading import lasting_name
 from aha.models.adapters import add_lora, trainable_parameters
 from aha.rewards import build_reward
 from aha.rollout import build_engine
@@ -162,7 +162,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
             if held is not None and hasattr(held, "close"):
                 held.close()
         if config.ray.rollout_workers or config.ray.reward_workers:
-            from aha.rollout.ray_engine import release_ray
+            from aha.ray_cluster import release_ray
 
             release_ray()  # a local cluster this run started goes with it
 
@@ -206,11 +206,8 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
     if config.lora.rank:
-        # the adapter's config names its base as load() finds it again: a folder by its absolute path
-        built_in = config.model in (EMBEDDED, "tiny")  # load() takes these names before any folder
-        base = config.model if built_in or not Path(config.model).expanduser().is_dir() \
-            else str(Path(config.model).expanduser().resolve())
-        add_lora(model, config.lora.rank, config.lora.alpha, config.lora.dropout, config.lora.target_modules, base=base)
+        add_lora(model, config.lora.rank, config.lora.alpha, config.lora.dropout, config.lora.target_modules,
+                 base=lasting_name(config.model))
         trainable = sum(p.numel() for p in trainable_parameters(model))
         log.info("LoRA rank %d on %s: %d trainable parameters of %d", config.lora.rank, config.lora.target_modules,
                  trainable, sum(p.numel() for p in model.parameters()))

@@ -2,6 +2,6 @@
 
 from aha.rollout.engine import ENGINES, Engine, build_engine
 from aha.rollout.hf_engine import HFEngine
-from aha.rollout.rollouts import Rollouts
+from aha.rollout.rollouts import PartialRound, Rollouts
 
-__all__ = ["ENGINES", "Engine", "HFEngine", "Rollouts", "build_engine"]
+__all__ = ["ENGINES", "Engine", "HFEngine", "PartialRound", "Rollouts", "build_engine"]

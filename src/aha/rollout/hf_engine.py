@@ -10,7 +10,7 @@ from aha.models.compute import FP32Head, attention_for, attention_scores, autoca
 from aha.rollout.kv_cache import decoding_cache
 from aha.rollout.llama_decoding import LlamaDecoding
 from aha.rollout.settings import EngineSettings
-from aha.rollout.rollouts import Rollouts, concat_rollouts, left_pad
+from aha.rollout.rollouts import PartialRound, Rollouts, concat_rollouts, left_pad
 
 
 class HFEngine(EngineSettings):
@@ -38,48 +38,86 @@ class HFEngine(EngineSettings):
 
         A chunk holds whole groups, so each distinct prompt is prefilled once and its KV
         cache shared by the group's G samples."""
-        per_chunk = max(1, self.batch_size // group_size)
-        chunks = [self._generate_chunk(prompts[i:i + per_chunk], group_size, greedy, max_new_tokens or self.max_new_tokens)
-                  for i in range(0, len(prompts), per_chunk)]
-        rollouts = concat_rollouts(chunks, self.pad_id)
-        rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(group_size)
+        budget = max_new_tokens or self.max_new_tokens
+        rollouts = self._generate(prompts, [group_size] * len(prompts), [budget] * len(prompts), greedy, None)
+        rollouts.unfinished = None
         return rollouts
 
-    def _generate_chunk(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int):
-        distinct_ids, distinct_mask = left_pad(prompts, self.pad_id)
-        prompt_ids = distinct_ids.repeat_interleave(group_size, dim=0)
-        prompt_mask = distinct_mask.repeat_interleave(group_size, dim=0)
-        temperature = 1.0 if greedy else self.temperature
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            completion, logprobs, certainty = self._decode(distinct_ids, distinct_mask, group_size, greedy,
-                                                           temperature, max_new_tokens)
-        finally:
-            self.model.train(was_training)
-        is_eos = torch.isin(completion, torch.tensor(self.eos_ids))
-        # valid = up to and including the first EOS
-        before_eos = (is_eos.cumsum(dim=1) - is_eos.long()) == 0
-        mask = before_eos.float()
-        truncated = ~is_eos.any(dim=1)
-        completion = completion.masked_fill(~before_eos, self.pad_id)
-        texts = self.tokenizer.batch_decode(completion, skip_special_tokens=True)
-        index = torch.zeros(len(texts), dtype=torch.long)  # set by generate()
-        certainty = certainty * mask if self.self_certainty else None
-        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated, certainty)
+    @torch.no_grad()
+    def generate_partial(self, prompts: list[list[int]], plan: PartialRound) -> Rollouts:
+        """Sample as plan says (APRIL's partial rollouts, rollout/rollouts.PartialRound): each
+        prompt plan.copies[i] times with its own budget, stopping once plan.enough groups are
+        complete; prompts not started by then come back with no tokens, unfinished."""
+        return self._generate(prompts, plan.copies, plan.budgets, False, _GroupTally(plan))
 
-    def _decode(self, distinct_ids, distinct_mask, group_size: int, greedy: bool, temperature: float,
-                max_new_tokens: int):
+    def _generate(self, prompts, copies: list[int], budgets: list[int], greedy: bool, tally) -> Rollouts:
+        chunks, start = [], 0
+        while start < len(prompts):  # a chunk: whole prompts, at most batch_size rows (at least one prompt)
+            end, rows = start + 1, copies[start]
+            while end < len(prompts) and rows + copies[end] <= self.batch_size:
+                rows += copies[end]
+                end += 1
+            chunks.append(self._generate_chunk(prompts[start:end], torch.tensor(copies[start:end]),
+                                               torch.tensor(budgets[start:end]), greedy, tally, start))
+            start = end
+        rollouts = concat_rollouts(chunks, self.pad_id)
+        rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(torch.tensor(copies))
+        return rollouts
+
+    def _generate_chunk(self, prompts: list[list[int]], copies: torch.Tensor, budgets: torch.Tensor, greedy: bool,
+                        tally, first_prompt: int):
+        distinct_ids, distinct_mask = left_pad(prompts, self.pad_id)
+        prompt_ids = distinct_ids.repeat_interleave(copies, dim=0)
+        prompt_mask = distinct_mask.repeat_interleave(copies, dim=0)
+        budgets = budgets.repeat_interleave(copies)
+        temperature = 1.0 if greedy else self.temperature
+        groups = None
+        if tally is not None:
+            groups = tally.groups_of(first_prompt, len(prompts)).repeat_interleave(copies)
+        if tally is not None and tally.enough_done():  # nothing of this chunk is needed this round
+            N = len(prompt_ids)
+            completion, logprobs = torch.empty(N, 0, dtype=torch.long), torch.zeros(N, 0)
+            certainty, lengths = torch.zeros(N, 0), torch.zeros(N, dtype=torch.long)
+        else:
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                completion, logprobs, certainty, lengths = self._decode(
+                    distinct_ids, distinct_mask, copies, budgets, greedy, temperature, groups, tally)
+            finally:
+                self.model.train(was_training)
+        # a row is its first `length` tokens: up to and including its stop token, or its budget
+        # (pad may be a stop id, so the mask comes from the lengths, not from the tokens)
+        mask = torch.arange(completion.shape[1]) < lengths[:, None]
+        stopped = torch.zeros(len(lengths), dtype=torch.bool)
+        if completion.shape[1]:
+            last = completion.gather(1, (lengths - 1).clamp(min=0)[:, None]).squeeze(1)
+            stopped = (lengths > 0) & torch.isin(last, torch.tensor(self.eos_ids))
+        unfinished = ~stopped & (lengths < budgets)
+        truncated = ~stopped & ~unfinished
+        completion = completion.masked_fill(~mask, self.pad_id)
+        mask = mask.float()
+        texts = self.tokenizer.batch_decode(completion, skip_special_tokens=True)
+        index = torch.zeros(len(texts), dtype=torch.long)  # set by _generate()
+        certainty = certainty * mask if self.self_certainty else None
+        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs * mask, index, texts, truncated, certainty,
+                        unfinished)
+
+    def _decode(self, distinct_ids, distinct_mask, copies: torch.Tensor, budgets: torch.Tensor, greedy: bool,
+                temperature: float, groups: torch.Tensor | None = None, tally=None):
         """The sampling loop: each distinct prompt is run once (its KV cache then repeated for
-        the group), then one token a step for the rows still going; a row leaves the batch
-        (and the cache) at its stop token. The backbone runs under autocast, the LM head in
-        fp32 as the learner's does, so the sampling log-probs are the learner's up to the
-        backbone's rounding. Returns (N, T) tokens (pad after a stop), log-probs and
-        self-certainty, T <= max_new_tokens."""
+        its copies), then one token a step for the rows still going; a row leaves the batch
+        (and the cache) at its stop token or its budget. The backbone runs under autocast, the
+        LM head in fp32 as the learner's does, so the sampling log-probs are the learner's up
+        to the backbone's rounding. With a tally (partial rollouts) the loop also stops once
+        enough groups are complete. Returns (N, T) tokens (pad after a row's end), log-probs,
+        self-certainty and each row's length, T <= the largest budget."""
         backbone, config = self.model.base_model, self.model.config
         plain = plain_head(self.model)
         head = None if plain is None else FP32Head(plain.weight, plain.bias)
-        N = distinct_ids.shape[0] * group_size
+        N = int(copies.sum())
+        max_new_tokens = int(budgets.max())
+        lengths = torch.zeros(N, dtype=torch.long)
         tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
         logprobs = torch.zeros(N, max_new_tokens)
         certainty = torch.zeros(N, max_new_tokens)
@@ -93,10 +131,10 @@ class HFEngine(EngineSettings):
             with attention_for(backbone, attention_scores(config, mask.shape[0], mask.shape[1], mask.shape[1])):
                 hidden = backbone(input_ids=distinct_ids, attention_mask=mask, position_ids=positions,
                                   past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
-            cache.batch_repeat_interleave(group_size)
-            hidden = hidden.repeat_interleave(group_size, dim=0)
-            mask = mask.repeat_interleave(group_size, dim=0)
-            next_position = positions[:, -1].repeat_interleave(group_size) + 1
+            cache.batch_repeat_interleave(copies)
+            hidden = hidden.repeat_interleave(copies, dim=0)
+            mask = mask.repeat_interleave(copies, dim=0)
+            next_position = positions[:, -1].repeat_interleave(copies) + 1
             # Llama models decode on a lean step of their own (rollout/llama_decoding.py)
             decoding = LlamaDecoding(self.model, self.dtype, cache) if LlamaDecoding.fits(self.model, cache) else None
             rows = torch.arange(N)  # the rows still going, in cache order
@@ -109,8 +147,13 @@ class HFEngine(EngineSettings):
                 picked, logprobs[rows, t] = draw(logits, temperature, self.top_p, greedy, t)
                 tokens[rows, t] = picked
                 steps = t + 1
-                going = ~torch.isin(picked, stop)
-                if t == max_new_tokens - 1 or not going.any():
+                going = ~torch.isin(picked, stop) & (budgets[rows] > steps)
+                lengths[rows] = steps
+                if tally is not None:
+                    tally.finished(groups[rows[~going]])
+                    if tally.enough_done():  # the rows still going are carried as they are
+                        break
+                if not going.any():
                     break
                 if not going.all():  # finished rows leave the batch
                     keep = going.nonzero().squeeze(1)
@@ -125,7 +168,27 @@ class HFEngine(EngineSettings):
                                           position_ids=next_position[:, None], past_key_values=cache,
                                           use_cache=True).last_hidden_state[:, -1]
                 next_position = next_position + 1
-        return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps]
+        return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps], lengths
+
+
+class _GroupTally:
+    """How many completions of each group of a PartialRound are still going, across chunks."""
+
+    def __init__(self, plan: PartialRound):
+        self.plan = plan
+        groups = torch.tensor(plan.groups, dtype=torch.long)
+        self.left = torch.zeros(int(groups.max()) + 1 if len(groups) else 0, dtype=torch.long)
+        self.left.index_add_(0, groups, torch.tensor(plan.copies, dtype=torch.long))
+        self.present = self.left > 0  # group ids the plan does not use are not complete groups
+
+    def groups_of(self, first_prompt: int, count: int) -> torch.Tensor:
+        return torch.tensor(self.plan.groups[first_prompt:first_prompt + count], dtype=torch.long)
+
+    def finished(self, groups: torch.Tensor) -> None:
+        self.left.index_add_(0, groups, torch.full_like(groups, -1))
+
+    def enough_done(self) -> bool:
+        return int(((self.left == 0) & self.present).sum()) >= self.plan.enough
 
 
 def draw(logits: torch.Tensor, temperature: float, top_p: float, greedy: bool, step: int = 0):

@@ -30,6 +30,9 @@ class Rollouts:
     # per-token self-certainty of Kang et al. 2025; only from an engine made with
     # self_certainty=True (evaluation), None otherwise
     certainty: torch.Tensor | None = None
+    # (N,) bool: rows an early stop left going (PartialRound), their tokens so far; None when
+    # every row finished (at a stop token or its budget)
+    unfinished: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -44,7 +47,29 @@ class Rollouts:
             self.completion_mask[index], self.sampling_logprobs[index], self.prompt_index[index],
             [self.texts[i] for i in index.tolist()], self.truncated[index],
             None if self.certainty is None else self.certainty[index],
+            None if self.unfinished is None else self.unfinished[index],
         )
+
+
+@dataclass(frozen=True)
+class PartialRound:
+    """A sampling round that may stop before every completion is finished (APRIL's partial
+    rollouts): prompt i is sampled copies[i] times with at most budgets[i] new tokens, its
+    completions belonging to group groups[i] (a group may span several prompts: a carried
+    group's rows each continue from their own prefix). Sampling stops once `enough` groups
+    have every completion finished; the rows still going then come back with their tokens so
+    far and Rollouts.unfinished set."""
+
+    copies: list[int]
+    budgets: list[int]
+    groups: list[int]
+    enough: int
+
+    def __post_init__(self):
+        if not len(self.copies) == len(self.budgets) == len(self.groups):
+            raise ValueError("PartialRound: copies, budgets and groups need one entry a prompt")
+        if min(self.copies, default=1) < 1 or min(self.budgets, default=1) < 1:
+            raise ValueError("PartialRound: every prompt needs at least one copy and one token of budget")
 
 
 def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,4 +106,6 @@ def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
         texts=[t for p in parts for t in p.texts],
         truncated=torch.cat([p.truncated for p in parts]),
         certainty=None if any(p.certainty is None for p in parts) else stack("certainty", T, 0.0),
+        unfinished=None if all(p.unfinished is None for p in parts) else torch.cat(
+            [torch.zeros(len(p), dtype=torch.bool) if p.unfinished is None else p.unfinished for p in parts]),
     )

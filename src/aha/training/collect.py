@@ -13,6 +13,7 @@ from aha.rewards import CompositeReward
 from aha.rollout import Engine, Rollouts
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.batch import Batch, concat_batches, group_rows
+from aha.training.partial import PartialRollouts
 
 
 def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int,
@@ -74,8 +75,8 @@ def finite_mean(values: torch.Tensor) -> float:
 
 def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward,
             rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
-            first: tuple[list[dict], Rollouts] | None = None,
-            ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
+            first: tuple[list[dict], Rollouts] | None = None, partial: PartialRollouts | None = None,
+            version: int = 0) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
     prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
@@ -83,19 +84,25 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     Returns the kept batch (None if no group was kept), statistics over everything sampled,
     a few example records for samples.jsonl, and every sampled (text, sample) pair for the
     hacking monitor. first: the first round's prompts and rollouts, sampled ahead
-    (asynchronous RL); later rounds sample here."""
+    (asynchronous RL); later rounds sample here. partial: the groups carried between rounds
+    (partial rollouts), each round sampling until prompts_per_step groups are complete on
+    policy `version`."""
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
     failures: Counter = Counter()
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
+    partial_stats: dict = {}
     texts: list[str] = []
     text_samples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
         prompts_needed = rollout.prompts_per_step - kept_groups
         if first is not None:
             (chosen, rollouts), first = first, None
+            prompts = encode_prompts(engine.tokenizer, task, chosen)
+        elif partial is not None:
+            chosen, rollouts, partial_stats = partial.round(engine, task, sampler, rollout.prompts_per_step, version)
             prompts = encode_prompts(engine.tokenizer, task, chosen)
         else:
             chosen = sampler.next(rollout.prompts_per_step)
@@ -164,6 +171,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         "groups/sampled": groups_seen,
         "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
         "groups/trained": kept_groups,
+        **partial_stats,  # of the step's last round
     }
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
         kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))

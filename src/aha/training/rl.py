@@ -19,6 +19,7 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
+from aha.training.partial import PartialRollouts
 from aha.training.replay import ReplayBuffer
 from aha.training.step import RLState, StepParts, run_step
 from aha.training.update import Learner, Shape
@@ -95,9 +96,11 @@ class RLMethod(Method):
         self.learner = build_learner(setup.model, config)
         self.sampler = PromptSampler(setup.task.train, config.seed)
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
+        self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
+            if ro.partial_rollouts else None
         shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, setup.dtype)
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
-                               self.replay)
+                               self.replay, self.partial)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
         self.alarms = Alarms(config.train.max_idle_steps)
@@ -148,12 +151,19 @@ class RLMethod(Method):
         return {"sampler": sampler, "length_coef": self.run_state.length_coef}
 
     def extra_state(self) -> dict | None:
-        return {"replay": self.replay.state()} if self.replay is not None else None
+        extra = {}
+        if self.replay is not None:
+            extra["replay"] = self.replay.state()
+        if self.partial is not None:  # completions started on the saved weights continue after a resume
+            extra["partial"] = self.partial.state()
+        return extra or None
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
         self.sampler.load_state(state["sampler"])
         if self.replay is not None and "replay" in extra:  # absent when replay was turned on by a config change
             self.replay.load_state(extra["replay"])
+        if self.partial is not None and "partial" in extra:
+            self.partial.load_state(extra["partial"])
         self.run_state.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
         self.run_state.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
         self.run_state.monitor.gold = self.gold

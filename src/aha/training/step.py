@@ -17,6 +17,7 @@ from aha.training.alarms import check_reward_failures
 from aha.training.collect import collect
 from aha.training.estimate import estimate_advantages
 from aha.training.monitor import HackingMonitor
+from aha.training.partial import PartialRollouts
 from aha.training.replay import ReplayBuffer
 from aha.training.update import Learner, Shape, forward_logprobs, forward_values, policy_update
 
@@ -34,6 +35,7 @@ class StepParts:
     learner: Learner
     shape: Shape
     replay: ReplayBuffer | None
+    partial: PartialRollouts | None = None  # the groups carried between rounds (partial rollouts)
 
 
 @dataclass
@@ -106,7 +108,8 @@ def run_step(parts: StepParts, state: RLState, step: int, first=None,
     t0, synced = time.time(), parts.engine.sync_seconds
     algo = config.algorithm
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
-                                                       config.rollout, algo, state.length_coef, first)
+                                                       config.rollout, algo, state.length_coef, first,
+                                                       parts.partial, version=step - 1)
     # sampling and scoring only: an engine that takes new weights at its first generate
     # counts that in time/sync_s
     t_gen = time.time() - t0 - (parts.engine.sync_seconds - synced)

@@ -84,9 +84,8 @@ def rounds(engine, lm, needed=2, extra=2, count=6, group_size=3, versions=None):
     taken, stats = [], []
     for r in range(count):
         torch.manual_seed(r)
-        chosen, rollouts, round_stats = partial.round(engine, task, sampler, needed, (versions or range(count))[r])
-        taken.append((chosen, rollouts))
-        stats.append(round_stats)
+        taken.append(partial.round(engine, task, sampler, needed, (versions or range(count))[r]))
+        stats.append(partial.last_stats)
     return task, sampler, partial, taken, stats
 
 
@@ -132,9 +131,20 @@ def test_carried_groups_survive_a_state_round_trip():
     assert again.carried == partial.carried
 
 
+def test_a_checkpoint_holds_the_carried_groups_of_rounds_in_flight():
+    lm, engine, _ = tiny_engine(max_new_tokens=8, stop_every=3)
+    task, sampler, partial, _, _ = rounds(engine, lm, count=3)
+    carried = [(g.sample, [len(r.tokens) for r in g.rows]) for g in partial.carried]
+    assert carried and any(sum(lengths) for _, lengths in carried)
+    launch = partial.launch(lm.tokenizer, task, sampler, 2)  # asynchronous RL: submitted, not landed yet
+    assert partial.carried == [] and launch.from_carry == len(carried)
+    again = PartialRollouts(2, 3, 8)
+    again.load_state(partial.state([launch]))
+    assert [(g.sample, [len(r.tokens) for r in g.rows]) for g in again.carried] == carried
+
+
 @pytest.mark.parametrize("overrides, message", [
-    (["rollout.engine=vllm"], "rollout.partial_rollouts stops a round early on the HF engine"),
-    (["ray.rollout_workers=2"], "rollout.partial_rollouts stops a round early"),
+    (["method=sft"], "rollout.partial_rollouts carries completions from one RL round to the next: method=rl only"),
     (["algorithm.old_logprobs=trainer"], "rollout.partial_rollouts with algorithm.old_logprobs=trainer needs "
                                          "algorithm.tis_cap"),
 ])

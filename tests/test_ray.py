@@ -93,8 +93,8 @@ def test_a_worker_killed_mid_step_has_its_share_drawn_again(caplog):
             assert all(row[row != lm.tokenizer.pad_token_id].tolist() == prompt for row in rows)
         assert engine.redrawn == 1 and engine.actors[0] is not victim
         assert [r.message for r in caplog.records].count(
-            "rollout worker 0 died during sampling (ActorDiedError); its 3 prompts x 4 samples are drawn again on a "
-            "new worker") == 1
+            "rollout worker 0 died during sampling (ActorDiedError); its share, 12 samples, is drawn again on a new "
+            "worker") == 1
         del engine._submit
         assert len(engine.generate(prompts, group_size=2)) == 12  # the replacement works on
     finally:
@@ -248,3 +248,51 @@ def test_a_training_run_goes_on_after_a_worker_is_killed_mid_step(tmp_path, monk
     assert all(r["groups/sampled"] == 4 and r["groups/trained"] == 4 for r in records)
     assert sum("died during sampling" in r.message for r in caplog.records) == 1
     assert len(calls) == 4 * 2 + 1  # two shares a step, and the killed share once more
+
+
+@pytest.fixture
+def stops_often(monkeypatch):
+    """Every 3rd token id stops a completion (the driver's stop ids, which it hands to its
+    workers), so that the tiny model's completions end at different lengths."""
+    import aha.rollout.settings
+
+    monkeypatch.setattr(aha.rollout.settings, "stop_ids", lambda tokenizer, model: list(range(0, 49152, 3)))
+
+
+def test_a_partial_round_on_workers_stops_with_enough_complete_groups(stops_often):
+    from aha.rollout import PartialRound
+
+    lm = load("tiny")
+    engine = engine_for(lm.model, lm.tokenizer, max_new_tokens=12)
+    try:
+        prompts = [lm.tokenizer.encode(f"say {i}") for i in range(8)]
+        torch.manual_seed(0)
+        out = engine.generate_partial(prompts, PartialRound([3] * 8, [12] * 8, list(range(8)), enough=3))
+        assert out.prompt_index.tolist() == [i for i in range(8) for _ in range(3)]
+        done = ~out.unfinished.view(8, 3)
+        assert int(done.all(dim=1).sum()) >= 3 and out.unfinished.any()  # stopped early, enough groups whole
+        for i in range(len(out)):
+            ids = out.completion_ids[i, :int(out.lengths()[i])].tolist()
+            if not out.unfinished[i]:  # a finished row ends at a stop token or its budget
+                assert (ids[-1] in engine.eos_ids) != bool(out.truncated[i]) and len(ids) <= 12
+            assert not any(t in engine.eos_ids for t in ids[:-1])
+    finally:
+        engine.close()
+
+
+def test_asynchronous_rl_with_partial_rollouts_trains_whole_batches_and_resumes(tmp_path, stops_often):
+    extra = ("ray.rollout_workers=2", "rollout.max_staleness=1", "rollout.partial_rollouts=2", "rollout.max_new_tokens=10",
+             "train.checkpoint_every=2", "eval.after=false", "algorithm.dynamic_sampling=false")
+    (tmp_path / "straight").mkdir()
+    (tmp_path / "resumed").mkdir()
+    straight = Path(train(say_seven(tmp_path / "straight", *extra, "train.steps=6"), echo=QUIET).run_dir)
+    records = [r for r in metrics(straight) if "reward/mean" in r]
+    assert [r["async/staleness"] for r in records] == [0, 1, 1, 1, 1, 1]
+    assert all(r["groups/trained"] == 4 for r in records)
+    assert any(r["partial/resumed_rows"] > 0 for r in records)
+    # a continued row holds tokens older than the round that finished it
+    assert max(r["partial/max_age"] for r in records) >= 1
+    train(say_seven(tmp_path / "resumed", *extra, "train.steps=2"), echo=QUIET)
+    resumed = Path(train(say_seven(tmp_path / "resumed", *extra, "train.steps=6", "train.allow_config_change=true"),
+                         echo=QUIET).run_dir)
+    assert all(r["groups/trained"] == 4 for r in metrics(resumed) if "reward/mean" in r)

@@ -107,6 +107,43 @@ def test_an_rl_run_samples_every_step_from_the_current_weights(tmp_path):
     assert steps[0]["time/sync_s"] == 0 and all(r["time/sync_s"] > 0 for r in steps[1:])
 
 
+def test_a_partial_round_stops_early_and_continued_rows_keep_the_learners_logprobs(tied):
+    from aha.config import TaskConfig
+    from aha.rollout import PartialRound
+    from aha.tasks import PromptSampler, build_task
+    from aha.training.partial import PartialRollouts
+
+    model, engine = tied
+    saved, engine.eos_ids = engine.eos_ids, list(range(0, model.config.vocab_size, 3))  # rows of varied lengths
+    try:
+        def gap(ro):
+            learner = forward_logprobs(model, Batch(ro, torch.zeros(len(ro))), Shape(G, 16, False, 1.0, torch.float32))
+            return float((learner - ro.sampling_logprobs).abs()[ro.completion_mask.bool()].max())
+
+        out = engine.generate_partial(prompts(engine.tokenizer), PartialRound([G] * 3, [MAX_NEW] * 3, [0, 1, 2], 1))
+        assert out.prompt_index.tolist() == [0] * G + [1] * G + [2] * G
+        assert int((~out.unfinished).view(3, G).all(dim=1).sum()) >= 1  # at least one whole group
+        lengths = out.lengths().long()
+        for i in range(len(out)):
+            ids = out.completion_ids[i, :lengths[i]].tolist()
+            assert ids and not any(t in engine.eos_ids for t in ids[:-1])
+            if out.unfinished[i]:  # left going: no stop token, budget not reached
+                assert ids[-1] not in engine.eos_ids and len(ids) < MAX_NEW and not out.truncated[i]
+            else:
+                assert (ids[-1] in engine.eos_ids) != bool(out.truncated[i])
+        assert gap(out) < 1e-5
+        # rounds that carry rows and continue them: the stitched rows are the learner's too
+        task = build_task(TaskConfig(name="arithmetic", a_max=20, num_eval=4))
+        sampler, partial, resumed = PromptSampler(task.train, seed=0), PartialRollouts(2, G, MAX_NEW), 0
+        for version in range(4):
+            _, ro = partial.round(engine, task, sampler, 2, version)
+            resumed += partial.last_stats["partial/resumed_rows"]
+            assert len(ro) == 2 * G and gap(ro) < 1e-5
+        assert resumed > 0
+    finally:
+        engine.eos_ids = saved
+
+
 @pytest.mark.skipif(not native_bf16(), reason="vLLM's bf16 kernels need a CPU with native bf16")
 def test_bf16_sampling_logprobs_agree_with_the_learner_to_bf16_precision():
     model, tokenizer = head32_model(tied=True), load("tiny").tokenizer

@@ -69,7 +69,7 @@ class RolloutConfig(Strict):
     batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
     engine: Literal["auto", "vllm", "hf"] = Field("auto", description="the sampling engine: vllm (vLLM in its own environment, `make vllm`; the policy's weights handed over after each step), hf (sampling on the policy's own modules, a lean decoding step for Llama models); auto: vllm for budgets over 64 new tokens of models without the lean step, where an environment with it is found and starts, else hf")
     max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' first rounds ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). Needs ray.rollout_workers")
-    partial_rollouts: int = Field(0, ge=0, description="partial rollouts (APRIL): 0 samples every group of a round to the end; n >= 1 launches n groups beyond prompts_per_step, stops sampling once prompts_per_step groups are complete, and carries the completions still going (tokens and sampling log-probs so far) into the next round, where they continue first on the newer weights. The HF engine in this process (not vLLM, Ray workers or max_staleness)")
+    partial_rollouts: int = Field(0, ge=0, description="partial rollouts (APRIL): 0 samples every group of a round to the end; n >= 1 launches n groups beyond prompts_per_step, stops sampling once prompts_per_step groups are complete, and carries the completions still going (tokens and sampling log-probs so far) into the next round, where they continue first on the newer weights.")
     vllm_python: str | None = Field(None, description="the Python of an environment with vLLM; unset: $AHA_VLLM_PYTHON, else .venv-vllm/bin/python beside aha's environment")
 
 
@@ -338,10 +338,8 @@ class Config(Strict):
         if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
             problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
                             "set ray.rollout_workers >= 1 (and method=rl)")
-        if self.rollout.partial_rollouts and (self.method != "rl" or self.rollout.max_staleness or self.ray.rollout_workers
-                                              or self.rollout.engine == "vllm"):
-            problems.append("rollout.partial_rollouts stops a round early on the HF engine in this process: it needs "
-                            "method=rl, rollout.engine hf or auto, and no ray.rollout_workers or rollout.max_staleness")
+        if self.rollout.partial_rollouts and self.method != "rl":
+            problems.append("rollout.partial_rollouts carries completions from one RL round to the next: method=rl only")
         for key in ("max_staleness", "partial_rollouts"):  # both train on tokens an older policy drew
             if getattr(self.rollout, key) and a.old_logprobs == "trainer" and a.tis_cap is None:
                 problems.append(f"rollout.{key} with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the "

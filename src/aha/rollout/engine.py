@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import torch
 
 from aha.config import RayConfig, RolloutConfig
-from aha.rollout.rollouts import Rollouts
+from aha.rollout.rollouts import PartialRound, Rollouts
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,13 @@ class Engine(Protocol):
                  max_new_tokens: int | None = None) -> Rollouts:
         """group_size completions of each prompt, consecutive in the output; greedy decodes
         one deterministic completion a prompt (evaluation)."""
+        ...
+
+    def generate_partial(self, prompts: list[list[int]], plan: PartialRound) -> Rollouts:
+        """A round that may stop early (partial rollouts): plan.copies[i] completions of
+        prompt i with at most plan.budgets[i] tokens, stopping once plan.enough groups are
+        complete; the completions still going come back as far as they got, marked in
+        Rollouts.unfinished."""
         ...
 
     def sync_weights(self, model: torch.nn.Module) -> None:

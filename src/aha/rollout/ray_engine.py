@@ -20,6 +20,7 @@ their sampling log-probs are the learner's as with the in-process engine.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import warnings
@@ -30,7 +31,7 @@ import torch
 
 from aha.models.adapters import plain_tensors
 from aha.ray_cluster import RayUnavailable, kill_actor, ray_module, start_ray
-from aha.rollout.rollouts import Rollouts, concat_rollouts
+from aha.rollout.rollouts import PartialRound, Rollouts, concat_rollouts
 from aha.rollout.settings import EngineSettings
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,9 @@ MAX_REDRAWS = 3
 class Submitted:
     """A sampling request in flight on the workers (RayEngine.submit)."""
 
-    request: tuple  # (prompts, group_size, greedy, max_new_tokens)
-    shares: list[tuple[int, int]]  # each worker's prompts, [start, end)
+    calls: list[tuple[str, tuple]]  # each share's worker method and arguments (its seed aside)
+    sizes: list[int]  # each share's samples
+    prompt_index: torch.Tensor  # (N,) of the whole request, in share order
     seeds: list[int]
     pending: dict  # share index -> (actor, object ref)
 
@@ -104,6 +106,10 @@ class RolloutWorker:
                  seed: int) -> Rollouts:
         torch.manual_seed(seed)
         return self.engine.generate(prompts, group_size, greedy, max_new_tokens)
+
+    def generate_partial(self, prompts: list[list[int]], plan: PartialRound, seed: int) -> Rollouts:
+        torch.manual_seed(seed)
+        return self.engine.generate_partial(prompts, plan)
 
     def pid(self) -> int:
         return os.getpid()
@@ -203,23 +209,40 @@ class RayEngine(EngineSettings):
         """Start sampling (on the workers' current weights, the newest handed over first)
         and return at once; collect() waits for the result. Asynchronous training samples
         the next step so while the learner updates."""
-        if self._stale:
-            self._push(self.actors, wait=False)
         count = len(self.actors)
         bounds = [round(i * len(prompts) / count) for i in range(count + 1)]
         shares = [(bounds[i], bounds[i + 1]) for i in range(count) if bounds[i + 1] > bounds[i]]
+        calls = [("generate", (prompts[start:end], group_size, greedy, max_new_tokens)) for start, end in shares]
+        return self._start(calls, [(end - start) * group_size for start, end in shares],
+                           torch.arange(len(prompts)).repeat_interleave(group_size))
+
+    def generate_partial(self, prompts: list[list[int]], plan: PartialRound) -> Rollouts:
+        return self.collect(self.submit_partial(prompts, plan))
+
+    def submit_partial(self, prompts: list[list[int]], plan: PartialRound) -> Submitted:
+        """submit() for a round that may stop early (partial rollouts): each worker takes whole
+        groups and stops once its share of plan.enough is complete, so that the round holds at
+        least plan.enough complete groups."""
+        calls, sizes = [], []
+        for start, end, enough in partial_shares(plan, len(self.actors)):
+            share = PartialRound(plan.copies[start:end], plan.budgets[start:end], plan.groups[start:end], enough)
+            calls.append(("generate_partial", (prompts[start:end], share)))
+            sizes.append(sum(share.copies))
+        return self._start(calls, sizes, torch.arange(len(prompts)).repeat_interleave(torch.tensor(plan.copies)))
+
+    def _start(self, calls: list[tuple[str, tuple]], sizes: list[int], prompt_index: torch.Tensor) -> Submitted:
+        if self._stale:
+            self._push(self.actors, wait=False)
         # from the driver's RNG, which checkpoints save: a resumed run draws what a straight one would
         base = int(torch.randint(0, 1 << 62, (1,)))
-        seeds = [base + index for index in range(len(shares))]
-        request = (prompts, group_size, greedy, max_new_tokens)
-        pending = {index: (self.actors[index], self._submit(self.actors[index], request, share, seeds[index]))
-                   for index, share in enumerate(shares)}
-        return Submitted(request, shares, seeds, pending)
+        seeds = [base + index for index in range(len(calls))]
+        pending = {index: (self.actors[index], self._submit(self.actors[index], call, seeds[index]))
+                   for index, call in enumerate(calls)}
+        return Submitted(calls, sizes, prompt_index, seeds, pending)
 
     def collect(self, submitted: Submitted) -> Rollouts:
         """The rollouts of a submit() call, in prompt order; a share whose worker died is
         drawn again, whole, on a new worker."""
-        prompts, group_size = submitted.request[0], submitted.request[1]
         pending, done = submitted.pending, {}
         attempts = dict.fromkeys(pending, 0)
         # the weight loads submit queued on this request's workers (others may still be busy)
@@ -241,21 +264,18 @@ class RayEngine(EngineSettings):
                     raise RuntimeError(f"rollout share {index} failed on {MAX_REDRAWS + 1} workers in a row; "
                                        f"last error: {err}") from None
                 slot, substitute = self._slot(actor), self._replace(actor)
-                start, end = submitted.shares[index]
-                log.warning("rollout worker %s died during sampling (%s); its %d prompts x %d samples are drawn "
-                            "again on a new worker", slot, type(err).__name__, end - start, group_size)
+                log.warning("rollout worker %s died during sampling (%s); its share, %d samples, is drawn again "
+                            "on a new worker", slot, type(err).__name__, submitted.sizes[index])
                 self.redrawn += 1
                 # the same seed: the share is what it would have been had the worker lived
-                pending[index] = (substitute, self._submit(substitute, submitted.request, submitted.shares[index],
-                                                           submitted.seeds[index]))
-        rollouts = concat_rollouts([done[i] for i in range(len(submitted.shares))], self.pad_id)
-        rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(group_size)
+                pending[index] = (substitute, self._submit(substitute, submitted.calls[index], submitted.seeds[index]))
+        rollouts = concat_rollouts([done[i] for i in range(len(submitted.calls))], self.pad_id)
+        rollouts.prompt_index = submitted.prompt_index
         return rollouts
 
-    def _submit(self, actor, request, share, seed):
-        prompts, group_size, greedy, max_new_tokens = request
-        start, end = share
-        return actor.generate.remote(prompts[start:end], group_size, greedy, max_new_tokens, seed)
+    def _submit(self, actor, call: tuple[str, tuple], seed: int):
+        method, args = call
+        return getattr(actor, method).remote(*args, seed)
 
     def _replace(self, dead):
         """A new actor in the dead one's place (killed, if it is only unreachable), loaded
@@ -286,3 +306,22 @@ class RayEngine(EngineSettings):
         for actor in actors:
             kill_actor(actor)
         self.actors = []
+
+
+def partial_shares(plan: PartialRound, workers: int) -> list[tuple[int, int, int]]:
+    """(start, end, enough) for each worker: contiguous prompts cut only between groups, about
+    the same number of samples each, and plan.enough split over them in proportion to their
+    groups (rounded up: the shares' complete groups add up to at least plan.enough)."""
+    total = sum(plan.copies)
+    cuts, rows = [0], 0
+    for i in range(1, len(plan.copies)):
+        rows += plan.copies[i - 1]
+        # the next share starts at the first group boundary past its fair part of the samples
+        if len(cuts) < workers and plan.groups[i] != plan.groups[i - 1] and rows >= len(cuts) * total / workers:
+            cuts.append(i)
+    cuts.append(len(plan.copies))
+    spans = [(cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
+    groups = [len(set(plan.groups[start:end])) for start, end in spans]
+    # rounded up, at least one each: together at least plan.enough, and no worker idle
+    return [(start, end, min(count, max(1, math.ceil(plan.enough * count / sum(groups)))))
+            for (start, end), count in zip(spans, groups)]

@@ -82,6 +82,26 @@ def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tenso
     return ids, mask
 
 
+def rollouts_from_samples(prompts: list[list[int]], samples: list[tuple[list[int], list[float]]],
+                          truncated: list[bool], prompt_index: torch.Tensor, tokenizer, pad_id: int,
+                          unfinished: list[bool] | None = None) -> Rollouts:
+    """Rollouts of samples given as lists: each row's prompt, its completion's token ids and
+    their sampling log-probs (a row's completion is all valid: up to its stop token, its
+    budget, or where an early stop left it)."""
+    width = max(1, max(len(ids) for ids, _ in samples))
+    completion = torch.full((len(samples), width), pad_id, dtype=torch.long)
+    mask, logprobs = torch.zeros(len(samples), width), torch.zeros(len(samples), width)
+    for i, (ids, lps) in enumerate(samples):
+        completion[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        mask[i, :len(ids)] = 1.0
+        logprobs[i, :len(lps)] = torch.tensor(lps, dtype=torch.float32)
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+    return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs, prompt_index,
+                    tokenizer.batch_decode(completion, skip_special_tokens=True),
+                    torch.tensor(truncated, dtype=torch.bool), None,
+                    None if unfinished is None else torch.tensor(unfinished, dtype=torch.bool))
+
+
 def _pad_to(t: torch.Tensor, width: int, value, left: bool = False) -> torch.Tensor:
     extra = width - t.shape[1]
     if extra == 0:

@@ -24,7 +24,7 @@ import torch
 
 from aha.models.adapters import plain_tensors
 from aha.rollout.settings import EngineSettings
-from aha.rollout.rollouts import Rollouts, left_pad
+from aha.rollout.rollouts import PartialRound, Rollouts, rollouts_from_samples
 
 START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
 STOP_TIMEOUT_S = 10
@@ -181,19 +181,26 @@ class VLLMEngine(EngineSettings):
                             temperature=0.0 if greedy else self.temperature, top_p=1.0 if greedy else self.top_p,
                             max_tokens=max_new_tokens or self.max_new_tokens, stop_token_ids=self.eos_ids)
         samples = [sample for group in groups for sample in group]
-        T = max(1, max(len(ids) for ids, _, _ in samples))
-        completion = torch.full((len(samples), T), self.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(samples), T)
-        logprobs = torch.zeros(len(samples), T)
-        for i, (ids, lps, _) in enumerate(samples):
-            completion[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-            mask[i, :len(ids)] = 1.0
-            logprobs[i, :len(lps)] = torch.tensor(lps, dtype=torch.float32)
-        prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
-        return Rollouts(prompt_ids.repeat_interleave(group_size, dim=0), prompt_mask.repeat_interleave(group_size, dim=0),
-                        completion, mask, logprobs, torch.arange(len(prompts)).repeat_interleave(group_size),
-                        self.tokenizer.batch_decode(completion, skip_special_tokens=True),
-                        torch.tensor([reason == "length" for _, _, reason in samples]))
+        return rollouts_from_samples([prompt for prompt in prompts for _ in range(group_size)],
+                                     [(ids, lps) for ids, lps, _ in samples],
+                                     [reason == "length" for _, _, reason in samples],
+                                     torch.arange(len(prompts)).repeat_interleave(group_size),
+                                     self.tokenizer, self.pad_id)
+
+    def generate_partial(self, prompts: list[list[int]], plan: PartialRound) -> Rollouts:
+        """Sample as plan says (partial rollouts, rollout/rollouts.PartialRound): the worker
+        steps vLLM's engine itself and aborts the requests still going once plan.enough groups
+        are complete; they come back with their tokens so far, unfinished."""
+        if self._stale:
+            self._push_weights()
+        samples = self._call("generate_partial", prompts=[list(map(int, p)) for p in prompts], copies=plan.copies,
+                             budgets=plan.budgets, groups=plan.groups, enough=plan.enough,
+                             temperature=self.temperature, top_p=self.top_p, stop_token_ids=self.eos_ids)
+        return rollouts_from_samples([prompt for prompt, n in zip(prompts, plan.copies) for _ in range(n)],
+                                     [(ids, lps) for ids, lps, _ in samples],
+                                     [reason == "length" for _, _, reason in samples],
+                                     torch.arange(len(prompts)).repeat_interleave(torch.tensor(plan.copies)),
+                                     self.tokenizer, self.pad_id, [reason == "partial" for _, _, reason in samples])
 
     def close(self) -> None:
         """Stop the worker and remove its files; safe to call twice."""

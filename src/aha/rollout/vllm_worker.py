@@ -10,6 +10,10 @@ answers requests (plain lists, ints, floats and strings) until the engine says s
 away:
   ("generate", {prompts, n, temperature, top_p, max_tokens, stop_token_ids})
       -> per prompt, n tuples (token ids, their sampling log-probs, "stop" | "length")
+  ("generate_partial", {prompts, copies, budgets, groups, enough, temperature, top_p, stop_token_ids})
+      -> per sample (copies[i] of prompt i, in order), (token ids, their sampling log-probs,
+      "stop" | "length" | "partial"): vLLM's engine is stepped here and the requests still
+      going are aborted once `enough` groups (groups[i]: prompt i's group) are complete
   ("load_weights", {path}) -> None: a safetensors file of the policy's weights (its Hugging
       Face names) is loaded into the running model, no restart
   ("stop", {}) -> None, then the script exits.
@@ -37,6 +41,44 @@ def _reload_weights(path: str):
             model.lm_head.tie_weights(model.model.embed_tokens)
             head.quant_method.process_weights_after_loading(head)
     return reload
+
+
+def _generate_partial(llm, args: dict, call: int) -> list:
+    """A round that may stop early (aha's partial rollouts): one request a sample, stepped
+    here; once `enough` groups have every sample finished, the rest are aborted and answered
+    with what they have so far."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    engine = llm.llm_engine
+    rows, left = {}, {}
+    for i, prompt in enumerate(args["prompts"]):
+        group = args["groups"][i]
+        params = SamplingParams(n=1, temperature=args["temperature"], top_p=args["top_p"],
+                                max_tokens=args["budgets"][i], stop_token_ids=args["stop_token_ids"],
+                                ignore_eos=True, logprobs=0, detokenize=False, output_kind=RequestOutputKind.DELTA)
+        for copy in range(args["copies"][i]):
+            request = f"aha-{call}-{i}-{copy}"
+            rows[request] = ([], [], group)
+            left[group] = left.get(group, 0) + 1
+            engine.add_request(request, {"prompt_token_ids": prompt}, params)
+    reasons, complete = {}, 0
+    while complete < args["enough"] and engine.has_unfinished_requests():
+        for out in engine.step():
+            ids, logprobs, group = rows[out.request_id]
+            for sample in out.outputs:
+                ids += list(sample.token_ids)
+                logprobs += [step[t].logprob for t, step in zip(sample.token_ids, sample.logprobs or [])]
+                if out.finished:
+                    reasons[out.request_id] = "length" if sample.finish_reason == "length" else "stop"
+                    left[group] -= 1
+                    complete += left[group] == 0
+    going = [request for request in rows if request not in reasons]
+    if going:
+        engine.abort_request(going)
+        while engine.has_unfinished_requests():  # let the engine finish the abort before the next round
+            engine.step()
+    return [(ids, logprobs, reasons.get(request, "partial")) for request, (ids, logprobs, _) in rows.items()]
 
 
 def _exit_with_parent(folder: str) -> None:
@@ -75,6 +117,7 @@ def serve(socket_path: str, folder: str, dtype: str, seed: int, max_num_seqs: in
     key = bytes.fromhex(os.environ.pop("AHA_VLLM_AUTHKEY"))
     with Listener(socket_path, family="AF_UNIX", authkey=key) as listener:
         with listener.accept() as conn:
+            calls = 0  # request ids stay unique across rounds
             while True:
                 try:
                     op, args = conn.recv()
@@ -92,6 +135,9 @@ def serve(socket_path: str, folder: str, dtype: str, seed: int, max_num_seqs: in
                         reply = [[(list(c.token_ids), [step[t].logprob for t, step in zip(c.token_ids, c.logprobs)],
                                    "length" if c.finish_reason == "length" else "stop") for c in out.outputs]
                                  for out in outputs]
+                    elif op == "generate_partial":
+                        calls += 1
+                        reply = _generate_partial(llm, args, calls)
                     elif op == "load_weights":
                         llm.collective_rpc(_reload_weights(args["path"]))
                         reply = None

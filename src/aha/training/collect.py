@@ -93,7 +93,6 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     failures: Counter = Counter()
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
-    partial_stats: dict = {}
     texts: list[str] = []
     text_samples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
@@ -102,7 +101,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
             (chosen, rollouts), first = first, None
             prompts = encode_prompts(engine.tokenizer, task, chosen)
         elif partial is not None:
-            chosen, rollouts, partial_stats = partial.round(engine, task, sampler, rollout.prompts_per_step, version)
+            chosen, rollouts = partial.round(engine, task, sampler, rollout.prompts_per_step, version)
             prompts = encode_prompts(engine.tokenizer, task, chosen)
         else:
             chosen = sampler.next(rollout.prompts_per_step)
@@ -171,7 +170,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         "groups/sampled": groups_seen,
         "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
         "groups/trained": kept_groups,
-        **partial_stats,  # of the step's last round
+        **(partial.last_stats if partial is not None else {}),  # of the step's last round
     }
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
         kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from aha.rollout import PartialRound, Rollouts
-from aha.rollout.rollouts import left_pad
+from aha.rollout.rollouts import rollouts_from_samples
 from aha.tasks import PromptSampler, Task, encode_prompts
 
 
@@ -48,67 +48,72 @@ class Group:
         return any(row.tokens for row in self.rows)
 
 
+@dataclass
+class Launch:
+    """A round on its way to the engine: its groups, the prompts sent (each with the rows it
+    feeds, in order) and the plan that says when the engine may stop."""
+
+    groups: list[Group]
+    needed: int
+    from_carry: int  # the first groups were carried from earlier rounds
+    prompts: list[list[int]] = field(default_factory=list)
+    owners: list[list[Row]] = field(default_factory=list)
+    plan: PartialRound | None = None
+
+
 class PartialRollouts:
     """The groups carried from one round to the next, and the rounds that launch them."""
 
     def __init__(self, extra: int, group_size: int, max_new_tokens: int):
         self.extra, self.group_size, self.max_new_tokens = extra, group_size, max_new_tokens
         self.carried: list[Group] = []
+        self.last_stats: dict = {}  # of the last round landed
 
     def round(self, engine, task: Task, sampler: PromptSampler, needed: int,
-              version: int) -> tuple[list[dict], Rollouts, dict]:
+              version: int) -> tuple[list[dict], Rollouts]:
         """Sample until `needed` groups are complete: the carried groups first, then fresh
         prompts up to needed + extra groups in all. Returns the samples of the needed groups
-        (oldest first), their rollouts (prompt_index into those samples) and statistics;
-        every other group is carried. version: the policy version sampling now."""
-        if not hasattr(engine, "generate_partial"):
-            raise ValueError(f"rollout.partial_rollouts needs an engine that can stop a round early (the HF engine "
-                             f"in this process); this run samples with {type(engine).__name__}")
-        fresh = sampler.next(max(0, needed + self.extra - len(self.carried)))
-        prompts = encode_prompts(engine.tokenizer, task, fresh)
-        groups = self.carried + [Group(sample, prompt, [Row() for _ in range(self.group_size)])
-                                 for sample, prompt in zip(fresh, prompts)]
-        resumed = sum(1 for g in self.carried for row in g.rows if row.tokens and not row.done)
-        ready = sum(g.complete for g in groups)
-        if ready < needed:
-            self._sample(engine, groups, needed - ready, version)
-        complete = [g for g in groups if g.complete]
-        taken = complete[:needed]
-        self.carried = [g for g in groups if not any(g is t for t in taken)]
-        rows = [row for g in taken for row in g.rows]
-        tokens = sum(len(row.tokens) for row in rows)
-        stale = sum(sum(v < version for v in row.versions) for row in rows)
-        stats = {"partial/carried_groups": len(self.carried), "partial/resumed_rows": resumed,
-                 "partial/stale_token_frac": stale / max(tokens, 1),
-                 "partial/max_age": max((version - min(row.versions) for row in rows if row.versions), default=0)}
-        return [g.sample for g in taken], self._rollouts(taken, engine), stats
+        (oldest first) and their rollouts (prompt_index into those samples); every other
+        group is carried. version: the policy version sampling now."""
+        launch = self.launch(engine.tokenizer, task, sampler, needed)
+        out = engine.generate_partial(launch.prompts, launch.plan) if launch.prompts else None
+        return self.land(launch, out, engine, version)
 
-    def _sample(self, engine, groups: list[Group], enough: int, version: int) -> None:
-        """One engine call over every unfinished completion, stopping at `enough` more complete
-        groups; each row gets what was sampled for it. A group not started yet is one prompt
-        with group_size copies (prefilled once); a started one continues row by row, each
-        from its own prefix."""
-        prompts, copies, budgets, owners, plan_groups = [], [], [], [], []
+    def launch(self, tokenizer, task: Task, sampler: PromptSampler, needed: int) -> Launch:
+        """The next round: the carried groups (they leave the carry until it lands) and fresh
+        prompts up to needed + extra groups. A group not started yet is one prompt with
+        group_size copies (prefilled once); a started one continues row by row, each from its
+        own prefix. No prompts when enough carried groups are complete already."""
+        fresh = sampler.next(max(0, needed + self.extra - len(self.carried)))
+        groups = self.carried + [Group(sample, prompt, [Row() for _ in range(self.group_size)])
+                                 for sample, prompt in zip(fresh, encode_prompts(tokenizer, task, fresh))]
+        launch = Launch(groups, needed, len(self.carried))
+        self.carried = []
+        enough = needed - sum(group.complete for group in groups)
+        if enough <= 0:
+            return launch
+        copies, budgets, plan_groups = [], [], []
         for index, group in enumerate(groups):
             if group.complete:
                 continue
-            if not group.started:
-                prompts.append(group.prompt)
-                copies.append(self.group_size)
-                budgets.append(self.max_new_tokens)
-                owners.append(group.rows)
+            pending = [group.rows] if not group.started else [[row] for row in group.rows if not row.done]
+            for rows in pending:
+                launch.prompts.append(group.prompt + rows[0].tokens)
+                copies.append(len(rows))
+                budgets.append(self.max_new_tokens - len(rows[0].tokens))
+                launch.owners.append(rows)
                 plan_groups.append(index)
-                continue
-            for row in group.rows:
-                if not row.done:
-                    prompts.append(group.prompt + row.tokens)
-                    copies.append(1)
-                    budgets.append(self.max_new_tokens - len(row.tokens))
-                    owners.append([row])
-                    plan_groups.append(index)
-        out = engine.generate_partial(prompts, PartialRound(copies, budgets, plan_groups, enough))
+        launch.plan = PartialRound(copies, budgets, plan_groups, enough)
+        return launch
+
+    def land(self, launch: Launch, out: Rollouts | None, engine, version: int) -> tuple[list[dict], Rollouts]:
+        """Give each row what the engine sampled for it (out, in the launch's prompt order;
+        None when nothing was launched), then take `needed` complete groups, oldest first, and
+        carry the rest (last_stats says how it went). version: the policy version the round
+        was sampled on."""
+        resumed = sum(1 for rows in launch.owners if rows[0].tokens)
         at = 0
-        for rows in owners:
+        for rows in launch.owners:
             for row in rows:
                 length = int(out.completion_mask[at].sum())
                 row.tokens += out.completion_ids[at, :length].tolist()
@@ -117,24 +122,30 @@ class PartialRollouts:
                 row.done = not bool(out.unfinished[at])
                 row.truncated = bool(out.truncated[at])
                 at += 1
+        taken = [group for group in launch.groups if group.complete][:launch.needed]
+        self.carried += [group for group in launch.groups if not any(group is t for t in taken)]
+        rows = [row for group in taken for row in group.rows]
+        tokens = sum(len(row.tokens) for row in rows)
+        stale = sum(sum(v < version for v in row.versions) for row in rows)
+        self.last_stats = {
+            "partial/carried_groups": len(self.carried), "partial/resumed_rows": resumed,
+            "partial/stale_token_frac": stale / max(tokens, 1),
+            "partial/max_age": max((version - min(row.versions) for row in rows if row.versions), default=0)}
+        return [group.sample for group in taken], self._rollouts(taken, engine)
 
     def _rollouts(self, groups: list[Group], engine) -> Rollouts:
         rows = [(group.prompt, row) for group in groups for row in group.rows]
-        prompt_ids, prompt_mask = left_pad([prompt for prompt, _ in rows], engine.pad_id)
-        width = max(len(row.tokens) for _, row in rows)
-        completion = torch.full((len(rows), width), engine.pad_id, dtype=torch.long)
-        mask, logprobs = torch.zeros(len(rows), width), torch.zeros(len(rows), width)
-        for i, (_, row) in enumerate(rows):
-            completion[i, :len(row.tokens)] = torch.tensor(row.tokens, dtype=torch.long)
-            mask[i, :len(row.tokens)] = 1.0
-            logprobs[i, :len(row.tokens)] = torch.tensor(row.logprobs)
-        texts = engine.tokenizer.batch_decode(completion, skip_special_tokens=True)
-        prompt_index = torch.arange(len(groups)).repeat_interleave(self.group_size)
-        truncated = torch.tensor([row.truncated for _, row in rows], dtype=torch.bool)
-        return Rollouts(prompt_ids, prompt_mask, completion, mask, logprobs, prompt_index, texts, truncated)
+        return rollouts_from_samples([prompt for prompt, _ in rows], [(row.tokens, row.logprobs) for _, row in rows],
+                                     [row.truncated for _, row in rows],
+                                     torch.arange(len(groups)).repeat_interleave(self.group_size),
+                                     engine.tokenizer, engine.pad_id)
 
-    def state(self) -> dict:
-        return {"carried": [asdict(group) for group in self.carried]}
+    def state(self, in_flight: list[Launch] = ()) -> dict:
+        """The carried groups, with those of rounds still in flight (asynchronous RL) first, as
+        they were launched: after a resume they continue from there, while the fresh prompts
+        of those rounds are drawn again (the data cursor is saved from before them)."""
+        groups = [group for launch in in_flight for group in launch.groups[:launch.from_carry]] + self.carried
+        return {"carried": [asdict(group) for group in groups]}
 
     def load_state(self, state: dict) -> None:
         self.carried = [Group(g["sample"], g["prompt"], [Row(**row) for row in g["rows"]]) for g in state["carried"]]

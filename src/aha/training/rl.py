@@ -19,7 +19,7 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
-from aha.training.partial import PartialRollouts
+from aha.training.partial import Launch, PartialRollouts
 from aha.training.replay import ReplayBuffer
 from aha.training.step import RLState, StepParts, run_step
 from aha.training.update import Learner, Shape
@@ -60,10 +60,11 @@ def _apply_hyperparameters(learner: Learner, config: Config) -> None:
 class Ahead:
     """A step's first round, submitted to the rollout workers before it is due."""
 
-    chosen: list[dict]  # the prompts' samples
-    submitted: Any  # the engine's handle (RayEngine.submit)
+    chosen: list[dict] | None  # the prompts' samples (with partial rollouts, the launch holds them)
+    submitted: Any  # the engine's handle (RayEngine.submit); None: nothing to sample
     policy_version: int  # optimizer updates behind the weights it is drawn on
     sampler_before: dict  # the data cursor before these prompts
+    launch: Launch | None = None  # partial rollouts: the round's groups
 
 
 @dataclass
@@ -120,8 +121,10 @@ class RLMethod(Method):
                 raise RuntimeError(f"a round sampled {staleness} policy versions ago reached step {step} "
                                    f"(rollout.max_staleness {self.config.rollout.max_staleness})")
             waited = time.time()
-            first = (ahead.chosen, self.setup.engine.collect(ahead.submitted))
+            out = None if ahead.submitted is None else self.setup.engine.collect(ahead.submitted)
             waited = time.time() - waited
+            first = (ahead.chosen, out) if ahead.launch is None else \
+                self.partial.land(ahead.launch, out, self.setup.engine, ahead.policy_version)
         else:
             waited = 0.0
         record, examples = run_step(self.parts, self.run_state, step, first, lambda: self._sample_ahead(step))
@@ -140,6 +143,11 @@ class RLMethod(Method):
         # none for steps the run will not reach: they would only hold up the evaluation and the end
         while len(self.ahead) < min(ro.max_staleness, self.config.train.steps - step):
             before = self.sampler.state()
+            if self.partial is not None:
+                launch = self.partial.launch(engine.tokenizer, self.setup.task, self.sampler, ro.prompts_per_step)
+                submitted = engine.submit_partial(launch.prompts, launch.plan) if launch.prompts else None
+                self.ahead.append(Ahead(None, submitted, step - 1, before, launch))
+                continue
             chosen = self.sampler.next(ro.prompts_per_step)
             prompts = encode_prompts(engine.tokenizer, self.setup.task, chosen)
             self.ahead.append(Ahead(chosen, engine.submit(prompts, ro.group_size), step - 1, before))
@@ -155,7 +163,7 @@ class RLMethod(Method):
         if self.replay is not None:
             extra["replay"] = self.replay.state()
         if self.partial is not None:  # completions started on the saved weights continue after a resume
-            extra["partial"] = self.partial.state()
+            extra["partial"] = self.partial.state([ahead.launch for ahead in self.ahead])
         return extra or None
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:

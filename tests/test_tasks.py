@@ -49,7 +49,7 @@ def test_jsonl_keeps_extra_fields(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ('{"prompt": "a", "answer": 1}\n{"prompt": "b", answer: 2}\n', r"train\.jsonl:2: not valid JSON"),
     ('{"prompt": "a", "answer": 1}\n{"prompt": "b"}\n', r"train\.jsonl:2: missing field\(s\) answer"),
-    ('[1, 2]\n', r"train\.jsonl:1: each line must be a JSON object"),
+    ('[1, 2]\n', r"train\.jsonl:1: each row must be an object of fields"),
     ('\n', r"train\.jsonl: no samples"),
 ])
 def test_jsonl_errors_name_file_and_line(tmp_path, content, message):

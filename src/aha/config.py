@@ -18,11 +18,16 @@ class Strict(BaseModel):
 
 
 class TaskConfig(Strict):
-    """A built-in task (`name`) or JSONL files (`data`, `eval_data`, optionally named by `name`)."""
+    """A built-in task (`name`) or your data (`data`, `eval_data`, optionally named by `name`)."""
 
-    name: str | None = Field(None, description="built-in task: arithmetic; with task.data, the name reports give your task (default: the held-out file's name)")
-    data: str | None = Field(None, description="training JSONL: one {prompt, answer, ...} per line")
-    eval_data: str | None = Field(None, description="held-out JSONL, same format")
+    name: str | None = Field(None, description="built-in task: arithmetic; with task.data, the name reports give your task (default: the data file's name)")
+    data: str | None = Field(None, description="training data: .jsonl (one {prompt, answer, ...} per line), .json (an array of them), .parquet, .csv / .tsv (a header row), or a folder written by datasets' save_to_disk")
+    eval_data: str | None = Field(None, description="held-out data, same formats; may be left out when task.data is a datasets folder with an eval_split")
+    prompt_field: str = Field("prompt", description="the field of your rows that holds the prompt (a string or a list of chat messages)")
+    answer_field: str = Field("answer", description="the field of your rows that holds the reference answer")
+    prompt_template: str | None = Field(None, description="the prompt written from the row's fields, e.g. 'Question: {question}\nChoices: {choices}' (replaces prompt_field; {{ }} for literal braces)")
+    split: str = Field("train", description="the split task.data names in a datasets folder with several splits")
+    eval_split: str = Field("test", description="the split task.eval_data (or, without it, task.data) names in a datasets folder with several splits")
     system_prompt: str | None = Field(None, description="system message; None keeps the model's default")
     few_shot: list[dict[str, Any]] = Field(default_factory=list, description="[{prompt, answer}] chat turns before each question")
     # arithmetic knobs (ignored by JSONL tasks)

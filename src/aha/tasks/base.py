@@ -8,7 +8,7 @@ from pathlib import Path
 from aha.config import TaskConfig
 from aha.tasks.arithmetic import arithmetic_splits
 from aha.tasks.errors import TaskError
-from aha.tasks.jsonl import load_jsonl
+from aha.tasks.samples import Fields, load_samples
 
 
 @dataclass
@@ -31,12 +31,16 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
         raise TaskError(f"task: task.name {cfg.name!r} is a built-in task and task.data a JSONL task; set one of them "
                         "(with task.data, task.name only names your task: pick a name that is not a built-in's)")
     if cfg.data is not None:
-        if cfg.eval_data is None:
-            raise TaskError("task.eval_data is required with task.data (held-out samples for eval)")
         base = Path(base_dir)
-        train = load_jsonl(resolve_path(cfg.data, base))
-        held_out = load_jsonl(resolve_path(cfg.eval_data, base))
-        name = cfg.name or Path(cfg.data).stem
+        data = resolve_path(cfg.data, base)
+        if cfg.eval_data is None and not data.is_dir():
+            raise TaskError("task.eval_data is required with task.data (held-out samples for eval), unless task.data "
+                            "is a datasets folder whose splits hold them (task.eval_split)")
+        fields = Fields(cfg.prompt_field, cfg.answer_field, cfg.prompt_template)
+        train = load_samples(data, fields, cfg.split)
+        held_out = load_samples(data if cfg.eval_data is None else resolve_path(cfg.eval_data, base), fields,
+                                cfg.eval_split)
+        name = cfg.name or data.stem
     elif cfg.name == "arithmetic" or (cfg.name is None and cfg.eval_data is None):
         # no name and no file: the default task, so `task.num_eval=50` alone keeps it
         train, held_out = arithmetic_splits(cfg)

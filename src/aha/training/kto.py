@@ -26,7 +26,7 @@ from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.tasks.errors import TaskError
-from aha.tasks.jsonl import read_prompt_rows
+from aha.tasks.samples import read_prompt_rows
 from aha.tasks.prompts import prompt_text
 from aha.models.compute import stop_token
 from aha.training.method import CursorMethod, Setup

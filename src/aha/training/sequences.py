@@ -14,15 +14,16 @@ import torch
 
 from aha.tasks import Task, encode_prompts
 from aha.tasks.errors import TaskError
-from aha.tasks.jsonl import read_prompt_rows
+from aha.tasks.samples import read_prompt_rows
 from aha.models.compute import autocast, stop_token
 from aha.training.logprobs import completion_logprobs
 from aha.training.update import guarded_step
 
 
 def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
-    """JSONL rows holding a prompt and the string fields named, each with `where` = file:line
-    for error messages; a bad row is an error naming its file and line."""
+    """Rows (of any format tasks/files.py reads) holding a prompt and the string fields named,
+    each with `where` = file:line or file row N for error messages; a bad row is an error
+    naming it."""
     absent = lambda row: ", ".join(k for k in ("prompt", *fields) if k not in row) or None
     rows = []
     for where, row in read_prompt_rows(path, absent, "data", "examples"):

@@ -1,0 +1,133 @@
+"""Users' data in the formats they keep it in: JSON lines, a JSON array, Parquet, CSV / TSV and
+datasets folders, with their own field names, a prompt template, chat-format prompts, and
+errors that name the file and the row."""
+
+import json
+
+import pytest
+
+from aha.config import TaskConfig
+from aha.tasks import TaskError, build_task
+
+ROWS = [{"question": "What is 2 + 3?", "solution": "5", "level": 1},
+        {"question": "What is 7 * 6?", "solution": "42", "level": 2}]
+
+
+def write(path, rows, fmt):
+    """rows in format fmt at path (its suffix is fmt's)."""
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "json":
+        path.write_text(json.dumps(rows, indent=2))
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    elif fmt in ("csv", "tsv"):
+        import csv
+
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t" if fmt == "tsv" else ",")
+            writer.writeheader()
+            writer.writerows(rows)
+    elif fmt == "datasets":
+        from datasets import Dataset
+
+        Dataset.from_list(rows).save_to_disk(str(path))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "parquet", "csv", "tsv", "datasets"])
+def test_every_format_gives_the_same_samples(tmp_path, fmt):
+    suffix = "" if fmt == "datasets" else f".{fmt}"
+    train = write(tmp_path / f"train{suffix}", ROWS, fmt)
+    held_out = write(tmp_path / f"test{suffix}", ROWS[:1], fmt)
+    task = build_task(TaskConfig(data=str(train), eval_data=str(held_out), prompt_field="question",
+                                 answer_field="solution"))
+    assert [s["prompt"] for s in task.train] == ["What is 2 + 3?", "What is 7 * 6?"]
+    assert [str(s["answer"]) for s in task.train] == ["5", "42"]
+    assert [str(s["level"]) for s in task.train] == ["1", "2"]  # other fields are kept for rewards
+    assert len(task.eval) == 1 and task.name == "train"
+    assert len({s["id"] for s in task.train}) == 2
+
+
+def test_a_prompt_template_writes_the_prompt_from_the_rows_fields(tmp_path):
+    rows = [{"q": "2 + 3", "choices": "A) 5 B) 6", "answer": "A"}]
+    train = write(tmp_path / "train.parquet", rows, "parquet")
+    task = build_task(TaskConfig(data=str(train), eval_data=str(train),
+                                 prompt_template="Question: {q}\nChoices: {choices}\nAnswer with a letter {{A-D}}."))
+    assert task.train[0]["prompt"] == "Question: 2 + 3\nChoices: A) 5 B) 6\nAnswer with a letter {A-D}."
+    assert task.train[0]["answer"] == "A"
+
+
+def test_chat_format_prompts_come_through_parquet_and_datasets_folders(tmp_path):
+    rows = [{"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
+             "answer": "4"}]
+    for fmt, name in (("parquet", "chat.parquet"), ("datasets", "chat_ds")):
+        path = write(tmp_path / name, rows, fmt)
+        task = build_task(TaskConfig(data=str(path), eval_data=str(path)))
+        assert task.train[0]["prompt"] == rows[0]["prompt"]
+
+
+def test_a_datasets_folder_with_splits_gives_train_and_held_out(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    DatasetDict({"train": Dataset.from_list(ROWS), "test": Dataset.from_list(ROWS[1:])}).save_to_disk(
+        str(tmp_path / "ds"))
+    task = build_task(TaskConfig(data=str(tmp_path / "ds"), prompt_field="question", answer_field="solution"))
+    assert len(task.train) == 2 and [s["prompt"] for s in task.eval] == ["What is 7 * 6?"]
+    with pytest.raises(TaskError, match=r"ds: no split 'validation' in this datasets folder \(splits: train, test\)"):
+        build_task(TaskConfig(data=str(tmp_path / "ds"), eval_split="validation", prompt_field="question",
+                              answer_field="solution"))
+
+
+@pytest.mark.parametrize("fmt, content, message", [
+    ("csv", "question,solution\nWhat?,5\nOdd,6,7\n", r"train\.csv:3: 3 cells where the header \(.*train\.csv:1\) has 2"),
+    ("csv", "question,solution\nWhat?\n", r"train\.csv:2: 1 cells where the header"),
+    ("csv", "question,answer\n2+2,4\n", r"train\.csv:2: missing field\(s\) solution \(or tests, for a code task\)"),
+    ("tsv", "question\tsolution\n", r"train\.tsv: no samples \(empty file\)"),
+    ("json", '[{"question": "a", "solution": 1}, 3]', r"train\.json row 2: each row must be an object of fields"),
+    ("json", '[{"question": "a", "solution": 1},\n {"question": }]', r"train\.json:2: not valid JSON"),
+    ("jsonl", '{"question": "a", "solution": 1}\n{"question": 5, "solution": 2}\n',
+     r"train\.jsonl:2: prompt must be a string or a list of chat messages, got int"),
+    ("parquet", b"PAR1 not really parquet", r"train\.parquet: not a readable Parquet file"),
+    ("txt", "question,solution\n", r"train\.txt:1: not valid JSON .* \(read as JSON lines: aha reads \.jsonl"),
+])
+def test_malformed_data_is_an_error_naming_the_file_and_row(tmp_path, fmt, content, message):
+    train = tmp_path / f"train.{fmt}"
+    (train.write_bytes if isinstance(content, bytes) else train.write_text)(content)
+    held_out = write(tmp_path / "test.jsonl", [{"question": "q", "solution": "1"}], "jsonl")
+    with pytest.raises(TaskError, match=message):
+        build_task(TaskConfig(data=str(train), eval_data=str(held_out), prompt_field="question", answer_field="solution"))
+
+
+def test_a_template_naming_a_field_the_row_lacks_is_an_error_naming_the_row(tmp_path):
+    train = write(tmp_path / "train.parquet", ROWS, "parquet")
+    with pytest.raises(TaskError, match=r"train\.parquet row 1: missing field\(s\) topic \(the row has: question, "
+                                        r"solution, level\)"):
+        build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="{topic}: {question}",
+                              answer_field="solution"))
+    with pytest.raises(TaskError, match=r"task.prompt_template: \{0\} is not a field name"):
+        build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="{0}", answer_field="solution"))
+
+
+def test_an_empty_split_and_a_missing_file_are_errors(tmp_path):
+    empty = write(tmp_path / "empty.parquet", [{"prompt": "x", "answer": "y"}], "parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"prompt": "x", "answer": "y"}]).slice(0, 0), empty)
+    good = write(tmp_path / "good.jsonl", [{"prompt": "x", "answer": "y"}], "jsonl")
+    with pytest.raises(TaskError, match=r"empty\.parquet: no samples \(empty file\)"):
+        build_task(TaskConfig(data=str(good), eval_data=str(empty)))
+    with pytest.raises(TaskError, match=r"task data file not found: .*nowhere\.csv"):
+        build_task(TaskConfig(data=str(tmp_path / "nowhere.csv"), eval_data=str(good)))
+
+
+def test_training_data_for_sft_reads_the_same_formats(tmp_path):
+    from aha.training.sequences import read_examples
+
+    path = write(tmp_path / "sft.csv", [{"prompt": "2+2?", "completion": "4"}], "csv")
+    assert [(r["prompt"], r["completion"], r["where"]) for r in read_examples(path, ("completion",))] == \
+        [("2+2?", "4", f"{path}:2")]

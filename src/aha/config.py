@@ -17,10 +17,24 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+# the built-in tasks and the reward each trains on unless the config names one (tasks/procedural.py)
+BUILT_IN_TASKS = {
+    "arithmetic": "aha.rewards:numeric_answer",
+    "multi_digit": "aha.rewards:numeric_answer",
+    "countdown": "aha.rewards:countdown",
+    "shortest_path": "aha.rewards:numeric_answer",
+    "connectivity": "aha.rewards:yes_no",
+    "cycle": "aha.rewards:yes_no",
+    "sorting": "aha.rewards:list_answer",
+    "letter_count": "aha.rewards:numeric_answer",
+    "linear_equation": "aha.rewards:numeric_answer",
+}
+
+
 class TaskConfig(Strict):
     """A built-in task (`name`) or your data (`data`, `eval_data`, optionally named by `name`)."""
 
-    name: str | None = Field(None, description="built-in task: arithmetic; with task.data, the name reports give your task (default: the data file's name)")
+    name: str | None = Field(None, description=f"built-in task: {', '.join(BUILT_IN_TASKS)}; with task.data, the name reports give your task (default: the data file's name)")
     data: str | None = Field(None, description="training data: .jsonl (one {prompt, answer, ...} per line), .json (an array of them), .parquet, .csv / .tsv (a header row), or a folder written by datasets' save_to_disk")
     eval_data: str | None = Field(None, description="held-out data, same formats; may be left out when task.data is a datasets folder with an eval_split")
     prompt_field: str = Field("prompt", description="the field of your rows that holds the prompt (a string or a list of chat messages)")
@@ -36,7 +50,10 @@ class TaskConfig(Strict):
     a_max: int = 30
     b_min: int = 2
     b_max: int = 9
-    num_eval: int = Field(200, description="held-out problems; never overlap training")
+    num_eval: int = Field(200, ge=1, description="held-out problems; never overlap training")
+    num_train: int = Field(2000, ge=1, description="training problems of a procedural task (arithmetic trains on every other problem of its range)")
+    difficulty: int = Field(1, ge=1, description="a procedural task's difficulty: more digits, numbers, nodes, words or terms")
+    eval_difficulty: int | None = Field(None, ge=1, description="the held-out problems' difficulty (default: task.difficulty); higher is an out-of-distribution split")
     template: str = Field("What is {a} {op} {b}?", description="question text; {a} {op} {b}")
     seed: int = 0
 
@@ -305,6 +322,13 @@ class Config(Strict):
     prm: ProcessRewardConfig = ProcessRewardConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
+
+    @model_validator(mode="after")
+    def _task_reward(self) -> "Config":
+        """A built-in task trains on its own verifier unless the config names a reward."""
+        if "reward" not in self.model_fields_set and self.task.data is None and self.task.name in BUILT_IN_TASKS:
+            self.reward = [RewardSpec(fn=BUILT_IN_TASKS[self.task.name])]
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":

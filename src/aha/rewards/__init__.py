@@ -8,6 +8,7 @@ from aha.rewards.compose import Component, CompositeReward, RewardFailureError, 
 from aha.rewards.functions import RewardError, StepScores, batched, resolve_function
 from aha.rewards.pool import WorkerPool
 from aha.rewards.formats import json_format, length_limit, think_answer_format
+from aha.rewards.puzzles import countdown, list_answer, yes_no
 from aha.rewards.reference import bleu, chrf, rouge_l
 from aha.rewards.shaping import calibration_reward, length_penalty, stated_confidence, target_length_bonus
 from aha.rewards.verifiers import (
@@ -38,6 +39,9 @@ __all__ = [
     "extract_answer",
     "format_reward",
     "numeric_answer",
+    "countdown",
+    "yes_no",
+    "list_answer",
     "math_answer",
     "multiple_choice",
     "exact_match",

@@ -33,6 +33,9 @@ SHORT_NAMES = {
     "calibration": "aha.rewards:calibration_reward",
     "code_tests": "aha.rewards:code_tests",
     "rubric_judge": "aha.rewards.judge:rubric_judge",
+    "countdown": "aha.rewards:countdown",
+    "yes_no": "aha.rewards:yes_no",
+    "list_answer": "aha.rewards:list_answer",
 }
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aha.config import TaskConfig
+from aha.config import BUILT_IN_TASKS, TaskConfig
 from aha.tasks.arithmetic import arithmetic_splits
 from aha.tasks.errors import TaskError
+from aha.tasks.procedural import TASKS, procedural_splits
 from aha.tasks.samples import Fields, load_samples
 
 
@@ -23,7 +24,7 @@ class Task:
     few_shot: list[dict] = field(default_factory=list)
 
 
-BUILT_IN = ("arithmetic",)
+BUILT_IN = tuple(BUILT_IN_TASKS)
 
 
 def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
@@ -45,6 +46,9 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
         # no name and no file: the default task, so `task.num_eval=50` alone keeps it
         train, held_out = arithmetic_splits(cfg)
         name = "arithmetic"
+    elif cfg.name in TASKS:
+        train, held_out = procedural_splits(cfg)
+        name = cfg.name
     elif cfg.name is None:
         raise TaskError("task.eval_data needs task.data (the training samples of the same JSONL task)")
     else:

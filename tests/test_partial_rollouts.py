@@ -137,10 +137,49 @@ def test_a_checkpoint_holds_the_carried_groups_of_rounds_in_flight():
     carried = [(g.sample, [len(r.tokens) for r in g.rows]) for g in partial.carried]
     assert carried and any(sum(lengths) for _, lengths in carried)
     launch = partial.launch(lm.tokenizer, task, sampler, 2)  # asynchronous RL: submitted, not landed yet
-    assert partial.carried == [] and launch.from_carry == len(carried)
+    assert partial.carried == [] and len(launch.groups) == 4
     again = PartialRollouts(2, 3, 8)
     again.load_state(partial.state([launch]))
-    assert [(g.sample, [len(r.tokens) for r in g.rows]) for g in again.carried] == carried
+    # the carried groups as they were, then the round's fresh prompts, not started
+    saved = [(g.sample, [len(r.tokens) for r in g.rows]) for g in again.carried]
+    assert saved[:len(carried)] == carried
+    assert saved[len(carried):] == [(g.sample, [0, 0, 0]) for g in launch.groups[len(carried):]]
+
+
+def test_a_resume_with_other_settings_neither_crashes_nor_trains_misshapen_groups(caplog):
+    lm, engine, _ = tiny_engine(max_new_tokens=8, stop_every=3)
+    task, sampler, partial, _, _ = rounds(engine, lm, count=3)
+    assert any(row.tokens and not row.done for g in partial.carried for row in g.rows)
+    shorter = PartialRollouts(2, 3, 1)  # rollout.max_new_tokens lowered to 1 on resume
+    shorter.load_state(partial.state())
+    engine.max_new_tokens = 1
+    _, ro = shorter.round(engine, task, sampler, 2, 3)
+    assert ro.lengths().max() <= 8 and len(ro) == 6
+    bigger = PartialRollouts(2, 4, 8)  # rollout.group_size raised on resume
+    with caplog.at_level("WARNING", logger="aha.training.partial"):
+        bigger.load_state(partial.state())
+    assert bigger.carried == [] and "2 carried groups of another group size are dropped" in caplog.text
+
+
+def test_ray_shares_split_the_stop_exactly_and_cut_only_between_groups():
+    import random
+
+    from aha.rollout.ray_engine import partial_shares
+
+    assert partial_shares(PartialRound([8] * 10, [16] * 10, list(range(10)), 8), 2) == [(0, 5, 4), (5, 10, 4)]
+    rng = random.Random(0)
+    for _ in range(2000):
+        n = rng.randint(1, 12)
+        groups = [0]
+        for _ in range(n - 1):
+            groups.append(groups[-1] + (rng.random() < 0.6))
+        enough = rng.randint(1, groups[-1] + 1)
+        plan = PartialRound([rng.randint(1, 4) for _ in range(n)], [3] * n, groups, enough)
+        shares = partial_shares(plan, rng.randint(1, 5))
+        assert shares[0][0] == 0 and shares[-1][1] == n and all(a[1] == b[0] for a, b in zip(shares, shares[1:]))
+        assert all(start == 0 or groups[start] != groups[start - 1] for start, _, _ in shares)
+        assert sum(e for _, _, e in shares) == enough
+        assert all(0 <= e <= len(set(groups[start:end])) for start, end, e in shares)
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -151,6 +151,45 @@ def test_an_asynchronous_run_resumes_drawing_the_prompts_it_had_sampled_ahead(tm
     assert [r["async/staleness"] for r in metrics(resumed) if "async/staleness" in r] == [0, 1, 0, 1]
 
 
+def test_a_resumed_asynchronous_run_samples_the_rounds_that_were_in_flight_and_nothing_twice(tmp_path):
+    import json
+    import shutil
+
+    def prompts_at(run, step):
+        rows = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+        return [r["prompt"] for r in rows if r["step"] == step and r["split"] == "train"]
+
+    # two rounds in flight at the checkpoint, and dynamic sampling's refill rounds drawing
+    # prompts between them; a reward that writes down every prompt it scores
+    extra = ("ray.rollout_workers=2", "rollout.max_staleness=2", "train.checkpoint_every=2", "eval.after=false",
+             "algorithm.dynamic_sampling=true", "algorithm.max_rounds=2", "train.steps=4", "train.keep_checkpoints=5",
+             "reward=[{fn: 'logged.py:hits'}]")
+    (tmp_path / "straight").mkdir()
+    (tmp_path / "straight" / "logged.py").write_text(
+        "import os\n"
+        "def hits(completion, sample):\n"
+        "    with open(os.path.join(os.path.dirname(__file__), 'scored.txt'), 'a') as f:\n"
+        "        f.write(sample['prompt'] + '\\n')\n"
+        "    return completion.count('7') / max(len(completion), 1)\n")
+    straight = Path(train(say_seven(tmp_path / "straight", *extra), echo=QUIET).run_dir)
+    records = [r for r in metrics(straight) if "reward/mean" in r]
+    assert all(r["groups/sampled"] == 8 for r in records)  # a refill round every step
+    scored = (tmp_path / "straight" / "scored.txt").read_text().splitlines()
+    before_checkpoint = set(scored[:2 * 8 * 8])  # steps 1 and 2: two rounds of 4 prompts x 8 samples each
+    # the run as if it had died after step 3: its step-2 checkpoint, saved with steps 3 and 4's
+    # rounds in flight, is the newest
+    shutil.copytree(tmp_path / "straight", tmp_path / "resumed")
+    (tmp_path / "resumed" / "scored.txt").unlink()
+    shutil.rmtree(tmp_path / "resumed" / "run" / "checkpoints" / "step-4")
+    resumed = Path(train(say_seven(tmp_path / "resumed", *extra), echo=QUIET).run_dir)
+    for step in (3, 4):  # the rounds that were in flight are the ones trained
+        assert prompts_at(resumed, step) == prompts_at(straight, step) and prompts_at(straight, step)
+    # and no prompt trained before the checkpoint is sampled again (the refill rounds draw on
+    # from the data cursor, past everything drawn before it)
+    assert not set((tmp_path / "resumed" / "scored.txt").read_text().splitlines()) & before_checkpoint
+    assert [r["async/staleness"] for r in metrics(resumed) if "async/staleness" in r] == [0, 1, 0, 1]
+
+
 def test_asynchronous_rl_needs_rollout_workers_and_a_correction_for_trainer_log_probs(tmp_path):
     with pytest.raises(Exception, match="rollout.max_staleness > 0 .* set ray.rollout_workers >= 1"):
         say_seven(tmp_path, "rollout.max_staleness=1")

@@ -59,19 +59,16 @@ def evaluate_expression(text: str) -> tuple[Fraction, list[int]] | None:
 def countdown(completion: str, sample: dict) -> float:
     """1.0 if the final answer is an expression that uses each of sample['numbers'] exactly
     once (and nothing else) with + - * / and parentheses and equals sample['target'].
-    "expression = target" is read as its left side."""
+    Around an "=", either side may be that expression."""
     def looks_like(line: str) -> bool:
         return bool(_NUMBER.search(line)) and any(op in line for op in "+-*/×÷")
 
     text = _answer_text(completion, looks_like)
-    if text is None:
-        return 0.0
-    text = text.split("=")[0]
-    result = evaluate_expression(text)
-    if result is None:
-        return 0.0
-    value, used = result
-    return 1.0 if value == sample["target"] and Counter(used) == Counter(sample["numbers"]) else 0.0
+    for side in (text or "").split("="):  # "expr = target" or "target = expr"
+        result = evaluate_expression(side)
+        if result is not None and result[0] == sample["target"] and Counter(result[1]) == Counter(sample["numbers"]):
+            return 1.0
+    return 0.0
 
 
 def yes_no(completion: str, sample: dict) -> float:

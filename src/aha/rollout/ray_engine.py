@@ -221,8 +221,8 @@ class RayEngine(EngineSettings):
 
     def submit_partial(self, prompts: list[list[int]], plan: PartialRound) -> Submitted:
         """submit() for a round that may stop early (partial rollouts): each worker takes whole
-        groups and stops once its share of plan.enough is complete, so that the round holds at
-        least plan.enough complete groups."""
+        groups and stops once its share of plan.enough is complete (partial_shares), so that
+        the round holds at least plan.enough complete groups."""
         calls, sizes = [], []
         for start, end, enough in partial_shares(plan, len(self.actors)):
             share = PartialRound(plan.copies[start:end], plan.budgets[start:end], plan.groups[start:end], enough)
@@ -311,7 +311,8 @@ class RayEngine(EngineSettings):
 def partial_shares(plan: PartialRound, workers: int) -> list[tuple[int, int, int]]:
     """(start, end, enough) for each worker: contiguous prompts cut only between groups, about
     the same number of samples each, and plan.enough split over them in proportion to their
-    groups (rounded up: the shares' complete groups add up to at least plan.enough)."""
+    groups (largest remainders; each at most its own groups), adding up to plan.enough.
+    Workers do not count each other's groups: each stops at its own share."""
     total = sum(plan.copies)
     cuts, rows = [0], 0
     for i in range(1, len(plan.copies)):
@@ -322,6 +323,12 @@ def partial_shares(plan: PartialRound, workers: int) -> list[tuple[int, int, int
     cuts.append(len(plan.copies))
     spans = [(cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
     groups = [len(set(plan.groups[start:end])) for start, end in spans]
-    # rounded up, at least one each: together at least plan.enough, and no worker idle
-    return [(start, end, min(count, max(1, math.ceil(plan.enough * count / sum(groups)))))
-            for (start, end), count in zip(spans, groups)]
+    exact = [plan.enough * count / sum(groups) for count in groups]
+    enough = [min(count, math.floor(share)) for count, share in zip(groups, exact)]
+    by_remainder = sorted(range(len(spans)), key=lambda i: exact[i] - enough[i], reverse=True)
+    while sum(enough) < plan.enough:  # plan.enough <= all the groups: there is room somewhere
+        i = next(i for i in by_remainder if enough[i] < groups[i])
+        enough[i] += 1
+        by_remainder.remove(i)
+        by_remainder.append(i)
+    return [(start, end, share) for (start, end), share in zip(spans, enough)]

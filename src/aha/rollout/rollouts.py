@@ -30,8 +30,8 @@ class Rollouts:
     # per-token self-certainty of Kang et al. 2025; only from an engine made with
     # self_certainty=True (evaluation), None otherwise
     certainty: torch.Tensor | None = None
-    # (N,) bool: rows an early stop left going (PartialRound), their tokens so far; None when
-    # every row finished (at a stop token or its budget)
+    # (N,) bool: rows an early stop left going (generate_partial), their tokens so far; None
+    # from generate, where every row runs to its stop token or the budget
     unfinished: torch.Tensor | None = None
 
     def __len__(self) -> int:

@@ -11,6 +11,7 @@ old_logprobs=trainer with tis_cap corrects toward the current one, as in asynchr
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -18,6 +19,8 @@ import torch
 from aha.rollout import PartialRound, Rollouts
 from aha.rollout.rollouts import rollouts_from_samples
 from aha.tasks import PromptSampler, Task, encode_prompts
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -55,7 +58,6 @@ class Launch:
 
     groups: list[Group]
     needed: int
-    from_carry: int  # the first groups were carried from earlier rounds
     prompts: list[list[int]] = field(default_factory=list)
     owners: list[list[Row]] = field(default_factory=list)
     plan: PartialRound | None = None
@@ -82,13 +84,16 @@ class PartialRollouts:
     def launch(self, tokenizer, task: Task, sampler: PromptSampler, needed: int) -> Launch:
         """The next round: the carried groups (they leave the carry until it lands) and fresh
         prompts up to needed + extra groups. A group not started yet is one prompt with
-        group_size copies (prefilled once); a started one continues row by row, each from its
+        group_size copies (the HF engine prefills it once); a started one continues row by row, each from its
         own prefix. No prompts when enough carried groups are complete already."""
         fresh = sampler.next(max(0, needed + self.extra - len(self.carried)))
         groups = self.carried + [Group(sample, prompt, [Row() for _ in range(self.group_size)])
                                  for sample, prompt in zip(fresh, encode_prompts(tokenizer, task, fresh))]
-        launch = Launch(groups, needed, len(self.carried))
+        launch = Launch(groups, needed)
         self.carried = []
+        for row in (row for group in groups for row in group.rows):
+            if not row.done and len(row.tokens) >= self.max_new_tokens:  # rollout.max_new_tokens lowered on resume
+                row.done = row.truncated = True
         enough = needed - sum(group.complete for group in groups)
         if enough <= 0:
             return launch
@@ -141,11 +146,15 @@ class PartialRollouts:
                                      engine.tokenizer, engine.pad_id)
 
     def state(self, in_flight: list[Launch] = ()) -> dict:
-        """The carried groups, with those of rounds still in flight (asynchronous RL) first, as
-        they were launched: after a resume they continue from there, while the fresh prompts
-        of those rounds are drawn again (the data cursor is saved from before them)."""
-        groups = [group for launch in in_flight for group in launch.groups[:launch.from_carry]] + self.carried
+        """The carried groups, with every group of the rounds still in flight (asynchronous RL)
+        first, as they were launched (their fresh prompts not started): after a resume they
+        are launched again from there."""
+        groups = [group for launch in in_flight for group in launch.groups] + self.carried
         return {"carried": [asdict(group) for group in groups]}
 
     def load_state(self, state: dict) -> None:
-        self.carried = [Group(g["sample"], g["prompt"], [Row(**row) for row in g["rows"]]) for g in state["carried"]]
+        groups = [Group(g["sample"], g["prompt"], [Row(**row) for row in g["rows"]]) for g in state["carried"]]
+        self.carried = [group for group in groups if len(group.rows) == self.group_size]
+        if len(self.carried) < len(groups):  # rollout.group_size changed on resume: they cannot be trained as groups
+            log.warning("%d carried groups of another group size are dropped (rollout.group_size is now %d)",
+                        len(groups) - len(self.carried), self.group_size)

@@ -63,7 +63,6 @@ class Ahead:
     chosen: list[dict] | None  # the prompts' samples (with partial rollouts, the launch holds them)
     submitted: Any  # the engine's handle (RayEngine.submit); None: nothing to sample
     policy_version: int  # optimizer updates behind the weights it is drawn on
-    sampler_before: dict  # the data cursor before these prompts
     launch: Launch | None = None  # partial rollouts: the round's groups
 
 
@@ -106,13 +105,19 @@ class RLMethod(Method):
         self.modules, self.optimizers = checkpointed(self.learner, config)
         self.alarms = Alarms(config.train.max_idle_steps)
         self.ahead: deque[Ahead] = deque()  # asynchronous RL: rounds submitted for later steps
+        # asynchronous RL after a resume: the prompts of the rounds that were in flight at the
+        # checkpoint, sampled again (on the restored weights) before any new prompt
+        self.resumed_rounds: deque[list[dict]] = deque()
 
     def step(self, step: int) -> tuple[dict, list[dict]]:
         if not self.config.rollout.max_staleness:
             return run_step(self.parts, self.run_state, step)
         # asynchronous: this step trains on the oldest round sampled ahead (none at the first
-        # step or after a resume), and the next rounds are submitted before the update
+        # step; after a resume, a round that was in flight, sampled now), and the next rounds
+        # are submitted before the update
         ahead = self.ahead.popleft() if self.ahead else None
+        if ahead is None and self.resumed_rounds:
+            ahead = self._submit(self.resumed_rounds.popleft(), step - 1)
         first, staleness = None, 0
         if ahead is not None:
             # the weights at the start of step s are version s - 1 (s - 1 updates)
@@ -142,28 +147,33 @@ class RLMethod(Method):
         ro, engine = self.config.rollout, self.setup.engine
         # none for steps the run will not reach: they would only hold up the evaluation and the end
         while len(self.ahead) < min(ro.max_staleness, self.config.train.steps - step):
-            before = self.sampler.state()
             if self.partial is not None:
                 launch = self.partial.launch(engine.tokenizer, self.setup.task, self.sampler, ro.prompts_per_step)
                 submitted = engine.submit_partial(launch.prompts, launch.plan) if launch.prompts else None
-                self.ahead.append(Ahead(None, submitted, step - 1, before, launch))
-                continue
-            chosen = self.sampler.next(ro.prompts_per_step)
-            prompts = encode_prompts(engine.tokenizer, self.setup.task, chosen)
-            self.ahead.append(Ahead(chosen, engine.submit(prompts, ro.group_size), step - 1, before))
+                self.ahead.append(Ahead(None, submitted, step - 1, launch))
+            else:
+                chosen = self.resumed_rounds.popleft() if self.resumed_rounds else self.sampler.next(ro.prompts_per_step)
+                self.ahead.append(self._submit(chosen, step - 1))
+
+    def _submit(self, chosen: list[dict], version: int) -> Ahead:
+        prompts = encode_prompts(self.setup.engine.tokenizer, self.setup.task, chosen)
+        return Ahead(chosen, self.setup.engine.submit(prompts, self.config.rollout.group_size), version)
 
     def state(self) -> dict:
-        # prompts sampled ahead but not trained on yet are drawn again after a resume: the
-        # data cursor saved is the one from before them
-        sampler = self.ahead[0].sampler_before if self.ahead else self.sampler.state()
-        return {"sampler": sampler, "length_coef": self.run_state.length_coef}
+        return {"sampler": self.sampler.state(), "length_coef": self.run_state.length_coef}
 
     def extra_state(self) -> dict | None:
+        """Beside the replay buffer: the rounds in flight (asynchronous RL), not trained on yet.
+        Their prompts are saved and sampled again after a resume (the data cursor is past
+        them, and past whatever later rounds drew); with partial rollouts their groups are
+        saved with the carried ones."""
         extra = {}
         if self.replay is not None:
             extra["replay"] = self.replay.state()
         if self.partial is not None:  # completions started on the saved weights continue after a resume
             extra["partial"] = self.partial.state([ahead.launch for ahead in self.ahead])
+        elif self.ahead or self.resumed_rounds:
+            extra["in_flight"] = [ahead.chosen for ahead in self.ahead] + list(self.resumed_rounds)
         return extra or None
 
     def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
@@ -172,6 +182,7 @@ class RLMethod(Method):
             self.replay.load_state(extra["replay"])
         if self.partial is not None and "partial" in extra:
             self.partial.load_state(extra["partial"])
+        self.resumed_rounds = deque(extra.get("in_flight", []))
         self.run_state.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
         self.run_state.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
         self.run_state.monitor.gold = self.gold

@@ -230,6 +230,15 @@ class RayConfig(Strict):
     reward_workers: bool = Field(False, description="run each reward's `workers: N` pool as N Ray actors (on the cluster, deadlines and replacement as with local processes) instead of local processes")
 
 
+class CurriculumConfig(Strict):
+    """Which prompts an RL run spends rollouts on (tasks/curriculum.py)."""
+
+    filter: bool = Field(False, description="online difficulty filtering: a prompt whose latest group was all right or all wrong (no advantage) is skipped for retest_after steps, then tried again")
+    retest_after: int = Field(10, ge=1, description="steps a prompt set aside by filter waits before it is tried again")
+    weighting: Literal["uniform", "variance"] = Field("uniform", description="uniform: each epoch a fresh permutation; variance: prompts drawn in proportion to p (1 - p) + floor, p = (right + 1) / (tried + 2) over the prompt's samples so far (1/2 untried)")
+    floor: float = Field(0.05, gt=0, description="with weighting variance: the weight every prompt keeps, so none is starved")
+
+
 class TrackingConfig(Strict):
     """Where metrics go besides metrics.jsonl (always written): each sink is one key."""
 
@@ -316,6 +325,7 @@ class Config(Strict):
     tracking: TrackingConfig = TrackingConfig()
     lora: LoraConfig = LoraConfig()
     ray: RayConfig = RayConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
@@ -367,6 +377,8 @@ class Config(Strict):
         if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
             problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
                             "set ray.rollout_workers >= 1 (and method=rl)")
+        if (self.curriculum.filter or self.curriculum.weighting != "uniform") and self.method != "rl":
+            problems.append("curriculum.filter / curriculum.weighting choose prompts from RL groups' outcomes: method=rl only")
         if self.rollout.partial_rollouts and self.method != "rl":
             problems.append("rollout.partial_rollouts carries completions from one RL round to the next: method=rl only")
         for key in ("max_staleness", "partial_rollouts"):  # both train on tokens an older policy drew

@@ -34,6 +34,12 @@ class PromptSampler:
             self.position += 1
         return batch
 
+    def observe(self, samples: list[dict], right: list[int], group_size: int, step: int) -> None:
+        """How the samples' groups did (a curriculum learns from it; plain sampling does not)."""
+
+    def stats(self) -> dict:
+        return {}
+
     def state(self) -> dict:
         return {"epoch": self.epoch, "position": self.position}
 

@@ -117,6 +117,9 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
             step_rewards = step_token_rewards(result.steps, rollouts, engine.tokenizer)
             if algo.truncated_reward is not None:  # a cut answer gets truncated_reward, and nothing per step
                 step_rewards[rollouts.truncated] = 0.0
+        # each group's right answers, for a curriculum that learns which prompts pay (tasks/curriculum.py)
+        right = (result.total >= algo.length_correct_min).view(-1, G).sum(dim=1).tolist()
+        sampler.observe(chosen, right, G, version + 1)
         raw.append(result.total)
         shaped.append(rewards)
         lengths.append(rollouts.lengths())
@@ -171,6 +174,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
         "groups/trained": kept_groups,
         **(partial.last_stats if partial is not None else {}),  # of the step's last round
+        **sampler.stats(),
     }
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
         kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))

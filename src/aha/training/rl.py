@@ -16,6 +16,7 @@ from aha.models.adapters import trainable_parameters
 from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
 from aha.tasks import PromptSampler, Task, encode_prompts
+from aha.tasks.curriculum import CurriculumSampler
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
@@ -94,7 +95,10 @@ class RLMethod(Method):
         self.setup, self.gold = setup, gold.reward
         config, ro, algo = setup.config, setup.config.rollout, setup.config.algorithm
         self.learner = build_learner(setup.model, config)
-        self.sampler = PromptSampler(setup.task.train, config.seed)
+        cur = config.curriculum
+        self.sampler = CurriculumSampler(setup.task.train, config.seed, cur.filter, cur.retest_after, cur.weighting,
+                                         cur.floor) if cur.filter or cur.weighting != "uniform" \
+            else PromptSampler(setup.task.train, config.seed)
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
             if ro.partial_rollouts else None

@@ -198,10 +198,11 @@ def test_an_exported_folder_loads_in_vllm_and_answers_as_transformers_does(tmp_p
 
 def test_ray_rollout_workers_running_vllm_sample_the_learners_log_probs():
     pytest.importorskip("ray", reason="needs ray (pip install 'aha[ray]')")
+    from aha.config import RayConfig
     from aha.ray_cluster import start_ray
     from aha.rollout.ray_engine import RayEngine
 
-    start_ray(None, object_store_mb=256, num_cpus=2)
+    start_ray(RayConfig(object_store_mb=256), num_cpus=2)
     model, tokenizer = head32_model(tied=False, seed=2), load("tiny").tokenizer
     engine = RayEngine(model, tokenizer, MAX_NEW, workers=2, vllm_python=VLLM_PYTHON)
     import ray

@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit, monitor, report, bench, export, data."""
+"""The `aha` command: train, eval, audit, monitor, report, bench, export, select, data."""
 
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ def _build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--checkpoint", help="which of the run's checkpoints: step-N, N or a folder (default: the newest)")
     ex.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' dtype")
     ex.add_argument("--overwrite", action="store_true", help="replace OUT when it exists and is not empty")
+    se = sub.add_parser("select", help="pick an RL run's most useful training prompts for the next run (LIMR)")
+    se.add_argument("run", help="an RL run folder (its groups.jsonl and config.yaml), of at least 2 epochs")
+    se.add_argument("--out", required=True, help="JSONL of the selected training samples (use it as task.data)")
+    se.add_argument("--threshold", type=float, default=0.2, help="the least learning impact kept (LIMR's 0.2)")
     da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic task")
     da.add_argument("config", nargs="?", help="YAML config whose `task` section is used (default: built-in arithmetic)")
     da.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.a_max=60")
@@ -91,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "data":
             return _data(args)
+        if args.command == "select":
+            from aha.training.selection import select_prompts
+
+            found = select_prompts(args.run, args.out, args.threshold)
+            print(f"selected {found['selected']} of {found['scored']} prompts scored over {found['epochs']} epochs "
+                  f"({found['drawn']} drawn) at learning impact >= {args.threshold}: {args.out}")
+            return 0
         if args.command == "export":
             from aha.models.export import export
 

@@ -227,6 +227,8 @@ class RayConfig(Strict):
     address: str | None = Field(None, description="a running Ray cluster to join (e.g. ray://head:10001 or auto); none: start a local one")
     object_store_mb: int = Field(1024, ge=80, description="a local cluster's object store (the policy's weights pass through it once a step)")
     worker_threads: int = Field(1, ge=1, description="CPU threads (and Ray CPUs) of each rollout worker")
+    runtime_env: dict[str, Any] | None = Field(None, description="Ray's runtime environment for the job's workers (pip, env_vars, working_dir, py_modules, ...), as ray.init takes it")
+    ship_aha: bool = Field(False, description="add aha's own package to the runtime environment's py_modules, for cluster nodes where aha is not installed (its dependencies still need to be there, or in runtime_env.pip)")
     reward_workers: bool = Field(False, description="run each reward's `workers: N` pool as N Ray actors (on the cluster, deadlines and replacement as with local processes) instead of local processes")
 
 

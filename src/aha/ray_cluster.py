@@ -4,6 +4,9 @@ one or starting a local one, letting go of what was started here, stopping an ac
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+from aha.config import RayConfig
 
 
 class RayUnavailable(RuntimeError):
@@ -24,19 +27,28 @@ def ray_module():
 _CONNECTED_HERE = False
 
 
-def start_ray(address: str | None, object_store_mb: int, num_cpus: int | None = None) -> None:
-    """Join the cluster at `address`, or start a local one (object store capped at
-    object_store_mb); nothing when this process is already connected."""
+def start_ray(cluster: RayConfig | None = None, num_cpus: int | None = None) -> None:
+    """Join the cluster at cluster.address, or start a local one (object store capped at
+    cluster.object_store_mb); nothing when this process is already connected. The job's
+    runtime environment is cluster.runtime_env, with aha's own package shipped to the
+    workers when cluster.ship_aha (for nodes where aha is not installed)."""
     global _CONNECTED_HERE
     ray = ray_module()
     if ray.is_initialized():
         return
-    if address:
-        ray.init(address=address, log_to_driver=True)
+    cluster = cluster or RayConfig()
+    runtime_env = dict(cluster.runtime_env or {})
+    if cluster.ship_aha:
+        import aha
+
+        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(Path(aha.__file__).parent)]
+    if cluster.address:
+        ray.init(address=cluster.address, log_to_driver=True, runtime_env=runtime_env or None)
     else:
         # Ray's own defaults take 30% of memory for the object store and start a dashboard
-        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=object_store_mb << 20,
-                 include_dashboard=False, log_to_driver=True, configure_logging=False)
+        ray.init(num_cpus=num_cpus or os.cpu_count(), object_store_memory=cluster.object_store_mb << 20,
+                 include_dashboard=False, log_to_driver=True, configure_logging=False,
+                 runtime_env=runtime_env or None)
     _CONNECTED_HERE = True
 
 

@@ -213,8 +213,7 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
         if spec.workers and ray is not None and ray.reward_workers:
             from aha.rewards.ray_pool import RayRewardPool
 
-            pool = RayRewardPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s, ray.address,
-                                 ray.object_store_mb)
+            pool = RayRewardPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s, ray)
         elif spec.workers:
             pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s)
         components.append(Component(name, fn, spec.weight, spec.combine, spec.gate_min, spec.clip_min, spec.clip_max,

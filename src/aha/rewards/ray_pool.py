@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aha.rewards.functions import bind_args, resolve_function
 from aha.rewards.pool import Outcome
+from aha.config import RayConfig
 from aha.ray_cluster import kill_actor, ray_module, start_ray
 
 
@@ -45,12 +46,12 @@ class RayRewardPool:
     STARTUP_S = 120.0
 
     def __init__(self, fn_path: str, args: dict, base_dir: str | Path, workers: int, timeout_s: float,
-                 address: str | None = None, object_store_mb: int = 1024):
+                 cluster: RayConfig | None = None):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.spec = (fn_path, dict(args), str(base_dir))
         self.size, self.timeout_s = workers, timeout_s
-        self.cluster = (address, object_store_mb)
+        self.cluster = cluster
         self.actors: list = []
         self.restarts = 0  # actors killed at a deadline or found dead
         self.ray = None
@@ -58,7 +59,7 @@ class RayRewardPool:
     def _start(self):
         if self.ray is None:
             self.ray = ray_module()
-            start_ray(*self.cluster)
+            start_ray(self.cluster)
         actor = self.ray.remote(num_cpus=0, max_restarts=0)(RewardActor).remote(*self.spec)
         try:
             error = self.ray.get(actor.ready.remote(), timeout=self.STARTUP_S)

@@ -95,7 +95,7 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
                 raise VLLMEngineError("rollout.engine=vllm with ray.rollout_workers needs vLLM's environment "
                                       "(rollout.vllm_python, $AHA_VLLM_PYTHON, or `make vllm`)")
         return RayEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p, rollout.batch_size, dtype,
-                         ray.rollout_workers, seed, ray.address, ray.object_store_mb, ray.worker_threads, python)
+                         ray.rollout_workers, seed, ray, ray.worker_threads, python)
     vllm = lambda python: VLLMEngine(model, tokenizer, max_new, rollout.temperature, rollout.top_p,  # noqa: E731
                                      rollout.batch_size, dtype, python, seed)
     if rollout.engine == "vllm":

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from aha.config import RayConfig
 from aha.models.adapters import plain_tensors
 from aha.ray_cluster import RayUnavailable, kill_actor, ray_module, start_ray
 from aha.rollout.rollouts import PartialRound, Rollouts, concat_rollouts
@@ -120,11 +121,10 @@ class RayEngine(EngineSettings):
 
     def __init__(self, model, tokenizer, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0,
                  batch_size: int = 64, dtype: torch.dtype = torch.float32, workers: int = 2, seed: int = 0,
-                 address: str | None = None, object_store_mb: int = 1024, worker_threads: int = 1,
-                 vllm_python: Path | None = None):
+                 cluster: RayConfig | None = None, worker_threads: int = 1, vllm_python: Path | None = None):
         super().__init__(model, tokenizer, max_new_tokens, temperature, top_p, batch_size, dtype)
         self.ray = ray_module()
-        start_ray(address, object_store_mb)
+        start_ray(cluster)
         # version: how many sets of weights have been handed over
         self.seed, self.version, self.threads = seed, 0, worker_threads
         self.vllm_python = None if vllm_python is None else str(vllm_python)

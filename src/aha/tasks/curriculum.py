@@ -70,6 +70,7 @@ class CurriculumSampler(PromptSampler):
 
     def observe(self, samples: list[dict], right: list[int], group_size: int, step: int) -> None:
         """Each sample's group at `step`: how many of its group_size samples were right."""
+        super().observe(samples, right, group_size, step)
         self.step = max(self.step, step)
         for sample, count in zip(samples, right):
             record = self.records.setdefault(str(sample["id"]), [0, 0, 0])

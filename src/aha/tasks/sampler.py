@@ -17,6 +17,7 @@ class PromptSampler:
         self.epoch = 0
         self.position = 0
         self._order = self._permutation(0)
+        self.outcomes: list[dict] = []
 
     def _permutation(self, epoch: int) -> list[int]:
         order = list(range(len(self.samples)))
@@ -35,7 +36,10 @@ class PromptSampler:
         return batch
 
     def observe(self, samples: list[dict], right: list[int], group_size: int, step: int) -> None:
-        """How the samples' groups did (a curriculum learns from it; plain sampling does not)."""
+        """How the samples' groups did: kept in `outcomes` until the run writes them down
+        (groups.jsonl); a curriculum also learns from them."""
+        self.outcomes += [{"step": step, "epoch": self.epoch, "id": str(sample["id"]), "right": int(count),
+                           "tried": group_size} for sample, count in zip(samples, right)]
 
     def stats(self) -> dict:
         return {}

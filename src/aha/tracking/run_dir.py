@@ -10,6 +10,9 @@ from aha.jsonl import read_jsonl
 
 log = logging.getLogger(__name__)
 
+# each RL group's outcome, a line per group: {step, epoch, id, right, tried} (aha select reads it)
+GROUPS_FILE = "groups.jsonl"
+
 
 class RunDir:
     def __init__(self, path: str | Path):
@@ -17,6 +20,7 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.path / "metrics.jsonl"
         self.samples_path = self.path / "samples.jsonl"
+        self.groups_path = self.path / GROUPS_FILE
         self.checkpoints = self.path / "checkpoints"
         self._handler: logging.Handler | None = None
         self.sinks = None  # optional views of the metrics (TensorBoard, MLflow): tracking/sinks.py
@@ -26,7 +30,7 @@ class RunDir:
 
     def append_config_history(self, step: int, changes: dict) -> None:
         """A config change a resume brought (train.allow_config_change): the step it takes effect."""
-        _append(self.path / "config_history.jsonl", [{"step": step, "changes": changes}])
+        append_jsonl(self.path / "config_history.jsonl", [{"step": step, "changes": changes}])
 
     def attach_log(self) -> None:
         """Infrastructure logs (warnings, reward errors) go to log.txt, not the console bar."""
@@ -41,7 +45,7 @@ class RunDir:
             self._handler.close()
 
     def log_metrics(self, record: dict) -> None:
-        _append(self.metrics_path, [record])
+        append_jsonl(self.metrics_path, [record])
         if self.sinks is not None:
             try:
                 self.sinks.log(record)
@@ -50,12 +54,12 @@ class RunDir:
                 self.sinks = None
 
     def log_samples(self, records: list[dict]) -> None:
-        _append(self.samples_path, records)
+        append_jsonl(self.samples_path, records)
 
     def truncate_after(self, step: int) -> None:
         """On resume from step N, drop records of later steps, so the files read as if the
         run had never stopped (no step logged twice)."""
-        for path in (self.metrics_path, self.samples_path):
+        for path in (self.metrics_path, self.samples_path, self.groups_path):
             if path.exists():  # a line torn by a kill mid-write is dropped too
                 kept = [r for _, r in read_jsonl(path, torn_tail=True) if r.get("step", -1) <= step]
                 path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -66,7 +70,7 @@ class RunDir:
         return [r for _, r in read_jsonl(self.metrics_path, torn_tail=True)]
 
 
-def _append(path: Path, records: list[dict]) -> None:
+def append_jsonl(path: Path, records: list[dict]) -> None:
     with path.open("a", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record) + "\n")

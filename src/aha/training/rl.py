@@ -17,6 +17,7 @@ from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.curriculum import CurriculumSampler
+from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
@@ -195,6 +196,8 @@ class RLMethod(Method):
         _apply_hyperparameters(self.learner, self.config)
 
     def after_step(self, record: dict, echo) -> None:
+        append_jsonl(self.setup.run_path / GROUPS_FILE, self.sampler.outcomes)  # for aha select
+        self.sampler.outcomes = []
         self.alarms.observe(record, self.setup.reward.first_errors, echo)
         self.run_state.monitor.write(self.setup.run_path / "monitor.json")
 

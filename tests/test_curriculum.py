@@ -17,12 +17,12 @@ def ids(batch):
 def test_a_prompt_without_variance_is_set_aside_then_tried_again():
     sampler = CurriculumSampler(SAMPLES, seed=0, filter=True, retest_after=3)
     sampler.observe([SAMPLES[0], SAMPLES[1], SAMPLES[2]], [4, 0, 2], group_size=4, step=1)  # all right, all wrong, mixed
-    for _ in range(5):  # epochs at steps 2 and 3: p0 and p1 are passed over, p2 is not
+    for _ in range(5):  # draws for step 2: p0 and p1 are passed over, p2 is not
         assert set(ids(sampler.next(4))) == {"p2", "p3", "p4", "p5"}
     assert sampler.stats()["curriculum/set_aside"] == 2 and sampler.stats()["curriculum/skipped"] == 10
-    sampler.observe([], [], 4, step=4)  # set aside until step 1 + 3 + 1 = 5
+    sampler.observe([], [], 4, step=3)  # the draw for step 4: the third step p0 and p1 sit out
     assert "p0" not in ids(sampler.next(6))
-    sampler.observe([], [], 4, step=5)
+    sampler.observe([], [], 4, step=4)  # the draw for step 5: back
     assert sorted(ids(sampler.next(6))) == [f"p{i}" for i in range(6)]
 
 

@@ -76,8 +76,8 @@ class CurriculumSampler(PromptSampler):
             record = self.records.setdefault(str(sample["id"]), [0, 0, 0])
             record[0] += count
             record[1] += group_size
-            if count in (0, group_size):  # no variance: nothing to learn from it for a while
-                record[2] = step + self.retest_after + 1
+            if count in (0, group_size):  # no variance: not drawn for the next retest_after steps
+                record[2] = step + self.retest_after
 
     def stats(self) -> dict:
         tried = [r for r in self.records.values() if r[1]]

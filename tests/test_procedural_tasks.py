@@ -194,3 +194,11 @@ def test_an_rl_run_trains_on_a_procedural_task(tmp_path):
     summary = train(load_config(tmp_path / "c.yaml"), echo=lambda *_: None)
     steps = [r for r in metrics(Path(summary.run_dir)) if "reward/mean" in r]
     assert len(steps) == 2 and "reward/countdown" in steps[0]
+
+
+def test_eval_with_a_built_in_task_scores_it_by_its_own_verifier():
+    from aha.cli import _task_override
+
+    config = load_config(Path(__file__).parent.parent / "configs" / "quickstart.yaml", _task_override("countdown"))
+    assert config.task.name == "countdown" and config.eval.scorer == "aha.rewards:countdown"
+    assert [r.fn for r in config.reward] == ["aha.rewards:numeric_answer"]  # what it trains with is the config's

@@ -16,8 +16,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("eval", help="greedy accuracy on a task's held-out split")
     ev.add_argument("config", nargs="?", help="YAML config naming the model and task (default: built-in arithmetic)")
     ev.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model=tiny eval.limit=50")
-    ev.add_argument("--task", help="replaces the config's task: a built-in name (arithmetic) or a JSONL file of held-out "
-                    "{prompt, answer} problems")
+    ev.add_argument("--task", help="replaces the config's task: a built-in name (arithmetic, countdown, ...; scored by "
+                    "its own verifier) or a data file of held-out {prompt, answer} problems")
     ev.add_argument("--checkpoint", help="a checkpoints/step-N folder whose weights replace the model's")
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
     ev.add_argument("--samples", type=int, help="draw N samples per problem (cached) and report pass@k, maj@k, best-of-k")
@@ -156,7 +156,12 @@ def _task_override(task: str | None) -> list[str]:
         return []
     if task.endswith(".jsonl") or Path(task).is_file():  # eval reads only the held-out split
         return ["task=" + json.dumps({"data": task, "eval_data": task})]
-    return ["task=" + json.dumps({"name": task})]
+    from aha.config import BUILT_IN_TASKS
+
+    # a built-in task is scored by its own verifier, whatever reward the config trains with
+    # (Countdown scored by numeric_answer would count its bare target as right)
+    scorer = [f"eval.scorer={BUILT_IN_TASKS[task]}"] if task in BUILT_IN_TASKS else []
+    return ["task=" + json.dumps({"name": task}), *scorer]
 
 
 def _data(args) -> int:

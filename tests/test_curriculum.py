@@ -15,15 +15,22 @@ def ids(batch):
 
 
 def test_a_prompt_without_variance_is_set_aside_then_tried_again():
-    sampler = CurriculumSampler(SAMPLES, seed=0, filter=True, retest_after=3)
+    sampler = CurriculumSampler(SAMPLES, seed=0, filter=True, retest_after=2)
     sampler.observe([SAMPLES[0], SAMPLES[1], SAMPLES[2]], [4, 0, 2], group_size=4, step=1)  # all right, all wrong, mixed
-    for _ in range(5):  # draws for step 2: p0 and p1 are passed over, p2 is not
-        assert set(ids(sampler.next(4))) == {"p2", "p3", "p4", "p5"}
-    assert sampler.stats()["curriculum/set_aside"] == 2 and sampler.stats()["curriculum/skipped"] == 10
-    sampler.observe([], [], 4, step=3)  # the draw for step 4: the third step p0 and p1 sit out
-    assert "p0" not in ids(sampler.next(6))
-    sampler.observe([], [], 4, step=4)  # the draw for step 5: back
-    assert sorted(ids(sampler.next(6))) == [f"p{i}" for i in range(6)]
+    # p0 and p1 sit out their next two turns (one an epoch); p2, whose group had variance, does not
+    assert set(ids(sampler.next(4))) == {"p2", "p3", "p4", "p5"}
+    later = [ids(sampler.next(4)) for _ in range(4)]
+    assert sampler.stats() == {"curriculum/set_aside": 0, "curriculum/skipped": 4, "curriculum/seen": 3}
+    assert "p0" in sum(later, []) and "p1" in sum(later, [])  # then they come again
+
+
+def test_sitting_out_counts_turns_however_long_an_epoch_is():
+    many = [{"id": f"q{i}", "prompt": f"q{i}", "answer": "1"} for i in range(1000)]
+    sampler = CurriculumSampler(many, seed=0, filter=True, retest_after=1)
+    first = sampler.next(1000)  # a whole epoch, drawn over what would be 125 steps of 8
+    sampler.observe(first, [8] * 1000, group_size=8, step=1)
+    second = sampler.next(10)  # the next epoch: every prompt sits out once, then they come again
+    assert sampler.stats()["curriculum/skipped"] == 1000 and len(set(ids(second))) == 10
 
 
 def test_when_every_prompt_is_set_aside_they_are_drawn_anyway():

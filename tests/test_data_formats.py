@@ -131,3 +131,54 @@ def test_training_data_for_sft_reads_the_same_formats(tmp_path):
     path = write(tmp_path / "sft.csv", [{"prompt": "2+2?", "completion": "4"}], "csv")
     assert [(r["prompt"], r["completion"], r["where"]) for r in read_examples(path, ("completion",))] == \
         [("2+2?", "4", f"{path}:2")]
+
+
+def test_what_users_files_really_hold_loads_or_is_named(tmp_path):
+    import datetime
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # a line separator inside a JSON string (json.dumps with ensure_ascii=False writes it as is)
+    (tmp_path / "ls.jsonl").write_text(json.dumps({"prompt": "one\u2028two", "answer": "1"}, ensure_ascii=False) + "\n")
+    assert build_task(TaskConfig(data=str(tmp_path / "ls.jsonl"), eval_data=str(tmp_path / "ls.jsonl"))).train[0][
+        "prompt"] == "one\u2028two"
+    # Excel's "CSV UTF-8" starts with a byte-order mark
+    (tmp_path / "bom.csv").write_bytes("\ufeffprompt,answer\r\n2+2?,4\r\n".encode("utf-8"))
+    assert build_task(TaskConfig(data=str(tmp_path / "bom.csv"), eval_data=str(tmp_path / "bom.csv"))).train[0][
+        "prompt"] == "2+2?"
+    # Parquet values JSON cannot hold come as JSON holds them; Arrow's merged message keys are dropped when unset
+    pq.write_table(pa.Table.from_pylist([{
+        "prompt": [{"role": "user", "content": "hi", "name": "x"}, {"role": "assistant", "content": "yo"},
+                   {"role": "user", "content": "2+2?"}],
+        "answer": Decimal("4.0"), "day": datetime.date(2026, 12, 1)}]), tmp_path / "odd.parquet")
+    with pytest.raises(TaskError, match=r"odd\.parquet row 1: prompt\[0\] must be a message with exactly the keys"):
+        build_task(TaskConfig(data=str(tmp_path / "odd.parquet"), eval_data=str(tmp_path / "odd.parquet")))
+    pq.write_table(pa.Table.from_pylist([{
+        "prompt": [{"role": "user", "content": "hi", "name": None}, {"role": "user", "content": "2+2?", "name": None}],
+        "answer": Decimal("4.0"), "day": datetime.date(2026, 12, 1)}]), tmp_path / "odd.parquet")
+    sample = build_task(TaskConfig(data=str(tmp_path / "odd.parquet"), eval_data=str(tmp_path / "odd.parquet"))).train[0]
+    assert sample["prompt"][1] == {"role": "user", "content": "2+2?"} and sample["answer"] == 4.0
+    assert json.loads(json.dumps(sample))["day"] == "2026-12-01"
+
+
+def test_ids_must_be_unique_and_a_single_dataset_needs_its_held_out_file(tmp_path):
+    write(tmp_path / "ids.csv", [{"id": "a", "prompt": "x", "answer": "1"}, {"id": "a", "prompt": "y", "answer": "2"}],
+          "csv")
+    with pytest.raises(TaskError, match=r"ids\.csv:3: id 'a' is also the id of .*ids\.csv:2"):
+        build_task(TaskConfig(data=str(tmp_path / "ids.csv"), eval_data=str(tmp_path / "ids.csv")))
+    write(tmp_path / "blank.csv", [{"id": "", "prompt": "x", "answer": "1"}], "csv")
+    with pytest.raises(TaskError, match=r"blank\.csv:2: id '' is empty"):
+        build_task(TaskConfig(data=str(tmp_path / "blank.csv"), eval_data=str(tmp_path / "blank.csv")))
+    write(tmp_path / "single", ROWS, "datasets")
+    with pytest.raises(TaskError, match="task.eval_data is required with task.data"):
+        build_task(TaskConfig(data=str(tmp_path / "single"), prompt_field="question", answer_field="solution"))
+
+
+def test_a_template_the_row_cannot_fill_is_an_error_naming_the_row(tmp_path):
+    train = write(tmp_path / "train.jsonl", [{"q": "hi", "answer": "1"}], "jsonl")
+    with pytest.raises(TaskError, match=r"task.prompt_template: Single '\{' encountered"):
+        build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="Q: {q} {"))
+    with pytest.raises(TaskError, match=r"train\.jsonl:1: task.prompt_template could not be filled from this row"):
+        build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="Q: {q:.2f}"))

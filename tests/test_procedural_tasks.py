@@ -161,6 +161,15 @@ def test_a_built_in_task_trains_on_its_verifier_unless_the_config_names_a_reward
     ("9 / (1 - 1) + 8", 0.0),  # division by zero
     ("-9 + 8 + 1 + 18", 0.0),
     ("9 + 8 + 1\nso that makes 18, done", 1.0),
+    ("Answer: 9+8+1 = 100", 0.0),  # a false equation
+    ("Answer: 1 + 1 = 9 + 8 + 1", 0.0),
+    ("8+1+9 = 8+1-9 = 9*8*1 = 18", 0.0),  # candidates chained by = pay nothing
+    ("So, 9 + 8 + 1 = 18.", 1.0),
+    ("**Answer:** 9 + 8 + 1", 1.0),
+    ("Answer: $9 + 8 + 1 = 18$", 1.0),
+    ("\\boxed{(9 - 1) \\times 1 + 8 + 1 - 1}", 0.0),  # 1 used three times
+    ("The expression is: (9 + 8) + 1", 1.0),
+    ("9 x 8 x 1", 0.0),  # 72, read as a product
 ])
 def test_countdown_checks_the_numbers_and_the_value(completion, score):
     sample = {"numbers": [8, 1, 9], "target": 18, "answer": "18"}
@@ -170,9 +179,19 @@ def test_countdown_checks_the_numbers_and_the_value(completion, score):
 @pytest.mark.parametrize("completion, answer, score", [
     ("Yes, there is a path.", "yes", 1.0), ("no", "yes", 0.0), ("There is no cycle here. Answer: no", "no", 1.0),
     ("Answer: yes. (Not no.)", "yes", 1.0), ("I cannot tell.", "no", 0.0), ("NO", "no", 1.0),
+    ("The answer is not yes.", "yes", 0.0),  # a negated answer states nothing
+    ("There is no edge from A to D, but A-C-D is a path, so yes.", "yes", 1.0),  # the verdict comes last
+    ("Answer yes or no.\nNo.", "no", 1.0),
 ])
 def test_yes_no(completion, answer, score):
     assert yes_no(completion, {"answer": answer}) == score
+
+
+def test_a_reference_of_the_wrong_kind_is_an_error_not_a_zero():
+    with pytest.raises(ValueError, match="yes_no needs sample\\['answer'\\] 'yes' or 'no'"):
+        yes_no("yes", {"answer": "True"})
+    with pytest.raises(ValueError, match="countdown needs sample\\['numbers'\\] a list of integers"):
+        countdown("8 + 1 + 9", {"numbers": "8,1,9", "target": "18"})
 
 
 @pytest.mark.parametrize("completion, score", [

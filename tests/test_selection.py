@@ -72,3 +72,10 @@ def test_select_needs_a_run_of_two_epochs(tmp_path):
         select_prompts(run, tmp_path / "x.jsonl")
     (run / "groups.jsonl").unlink()
     assert main(["select", str(run), "--out", str(tmp_path / "x.jsonl")]) == 2
+
+
+def test_a_last_epoch_the_run_stopped_inside_is_left_out(tmp_path):
+    rows = [{"step": 1, "epoch": e, "id": i, "right": r, "tried": 4}
+            for e, i, r in [(0, "a", 0), (0, "b", 4), (1, "a", 2), (1, "b", 4), (2, "a", 4)]]
+    (tmp_path / "groups.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert trajectories(tmp_path) == {"a": [0.0, 0.5], "b": [1.0, 1.0]}

@@ -235,8 +235,8 @@ class RayConfig(Strict):
 class CurriculumConfig(Strict):
     """Which prompts an RL run spends rollouts on (tasks/curriculum.py)."""
 
-    filter: bool = Field(False, description="online difficulty filtering: a prompt whose latest group was all right or all wrong (no advantage) is skipped for retest_after steps, then tried again")
-    retest_after: int = Field(10, ge=1, description="steps a prompt set aside by filter waits before it is tried again")
+    filter: bool = Field(False, description="online difficulty filtering: a prompt whose latest group was all right or all wrong (no advantage) sits out its next retest_after turns, then is tried again")
+    retest_after: int = Field(2, ge=1, description="turns a prompt set aside by filter sits out: the next times epoch-order sampling comes to it (one an epoch), or with weighting variance the next draws (steps)")
     weighting: Literal["uniform", "variance"] = Field("uniform", description="uniform: each epoch a fresh permutation; variance: prompts drawn in proportion to p (1 - p) + floor, p = (right + 1) / (tried + 2) over the prompt's samples so far (1/2 untried)")
     floor: float = Field(0.05, gt=0, description="with weighting variance: the weight every prompt keeps, so none is starved")
 

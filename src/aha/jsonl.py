@@ -11,7 +11,12 @@ def read_jsonl(path: Path, error: type[Exception] = ValueError, torn_tail: bool 
     """(line number, value) for each non-blank line. A line that is not JSON raises `error`
     naming file:line, except, with torn_tail, the last line: a process killed mid-write
     leaves it half-written, and it is left out (the caller may rewrite the file)."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    # lines end at \n only: str.splitlines would also split inside JSON strings holding U+2028,
+    # U+0085 and the like, which json.dumps(ensure_ascii=False) writes as they are
+    text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not data
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     out = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -56,30 +56,55 @@ def evaluate_expression(text: str) -> tuple[Fraction, list[int]] | None:
         return None
 
 
+_EXPRESSION_RUN = re.compile(r"[\d\s+\-*/()]*\d[\d\s+\-*/()]*")
+_LATEX = [("\\times", "*"), ("\\cdot", "*"), ("\\div", "/"), ("\\left", ""), ("\\right", ""), ("$", ""),
+          ("\\[", ""), ("\\]", ""), ("\\(", ""), ("\\)", ""), ("**", " ")]
+
+
+def _expression_text(text: str) -> str:
+    """An answer side as an expression: LaTeX operators and delimiters and markdown bold
+    undone, "x" between numbers read as a product, and the longest run of expression
+    characters kept (words around it dropped)."""
+    for latex, plain in _LATEX:
+        text = text.replace(latex, plain)
+    text = re.sub(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])", "*", text)
+    runs = [run.strip() for run in _EXPRESSION_RUN.findall(text)]
+    return max(runs, key=len, default="")
+
+
 def countdown(completion: str, sample: dict) -> float:
     """1.0 if the final answer is an expression that uses each of sample['numbers'] exactly
-    once (and nothing else) with + - * / and parentheses and equals sample['target'].
-    Around an "=", either side may be that expression."""
+    once (and nothing else) with + - * / and parentheses and equals sample['target']: the
+    expression alone, "expression = target" or "target = expression" (more sides, or a side
+    that is neither, pay nothing)."""
+    numbers, target = sample["numbers"], sample["target"]
+    if not (isinstance(numbers, list) and all(type(n) is int for n in numbers) and type(target) is int):
+        raise ValueError(f"countdown needs sample['numbers'] a list of integers and sample['target'] an integer, "
+                         f"got {numbers!r} and {target!r}")
+
     def looks_like(line: str) -> bool:
         return bool(_NUMBER.search(line)) and any(op in line for op in "+-*/×÷")
 
     text = _answer_text(completion, looks_like)
-    for side in (text or "").split("="):  # "expr = target" or "target = expr"
-        result = evaluate_expression(side)
-        if result is not None and result[0] == sample["target"] and Counter(result[1]) == Counter(sample["numbers"]):
-            return 1.0
-    return 0.0
+    sides = [_expression_text(side) for side in (text or "").split("=")]
+    if len(sides) == 2:  # one side the expression, the other the target itself
+        sides = [a for a, b in (sides, sides[::-1]) if b.strip() == str(target)]
+    if len(sides) != 1:
+        return 0.0
+    result = evaluate_expression(sides[0])
+    return 1.0 if result is not None and result[0] == target and Counter(result[1]) == Counter(numbers) else 0.0
 
 
 def yes_no(completion: str, sample: dict) -> float:
-    """1.0 if the answer is sample['answer'] ("yes" or "no"): the first yes / no word of the
-    stated final answer, else of the completion."""
+    """1.0 if the answer is sample['answer'] ("yes" or "no"): the last yes / no word of the
+    stated final answer when there is one (a negated one, "the answer is not yes", states
+    nothing), else of the completion (reasoning first, the verdict last)."""
+    want = str(sample["answer"]).strip().lower()
+    if want not in ("yes", "no"):
+        raise ValueError(f"yes_no needs sample['answer'] 'yes' or 'no', got {sample['answer']!r}")
     stated = final_answer(completion)
-    for text in ([stated] if stated is not None else []) + [strip_hidden(completion)]:
-        word = re.search(r"\b(yes|no)\b", text, flags=re.IGNORECASE)
-        if word:
-            return 1.0 if word.group(1).lower() == str(sample["answer"]).strip().lower() else 0.0
-    return 0.0
+    words = re.findall(r"\b(yes|no)\b", stated if stated is not None else strip_hidden(completion), flags=re.IGNORECASE)
+    return 1.0 if words and words[-1].lower() == want else 0.0
 
 
 def list_answer(completion: str, sample: dict) -> float:

@@ -34,9 +34,9 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
     if cfg.data is not None:
         base = Path(base_dir)
         data = resolve_path(cfg.data, base)
-        if cfg.eval_data is None and not data.is_dir():
+        if cfg.eval_data is None and not (data / "dataset_dict.json").is_file():  # what save_to_disk writes for splits
             raise TaskError("task.eval_data is required with task.data (held-out samples for eval), unless task.data "
-                            "is a datasets folder whose splits hold them (task.eval_split)")
+                            "is a datasets folder of several splits that holds them (task.eval_split)")
         fields = Fields(cfg.prompt_field, cfg.answer_field, cfg.prompt_template)
         train = load_samples(data, fields, cfg.split)
         held_out = load_samples(data if cfg.eval_data is None else resolve_path(cfg.eval_data, base), fields,

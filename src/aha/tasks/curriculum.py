@@ -17,23 +17,27 @@ from aha.tasks.sampler import PromptSampler
 
 
 class CurriculumSampler(PromptSampler):
-    """PromptSampler that skips prompts set aside (filter) or draws by p (1 - p) (weighting
-    "variance", without replacement within a draw). p = (right + 1) / (tried + 2) over a
-    prompt's samples so far: 1/2 for a prompt never tried. A prompt right or wrong in every
-    sample of its latest group is set aside until `retest_after` steps later."""
+    """PromptSampler that passes over prompts set aside (filter) or draws by p (1 - p)
+    (weighting "variance", without replacement within a draw). p = (right + 1) / (tried + 2)
+    over a prompt's samples so far: 1/2 for a prompt never tried. A prompt right or wrong in
+    every sample of its latest group sits out its next `retest_after` turns: the next times
+    epoch-order sampling comes to it (one a epoch), or the next weighted draws."""
 
-    def __init__(self, samples: list[dict], seed: int, filter: bool = False, retest_after: int = 10,
+    def __init__(self, samples: list[dict], seed: int, filter: bool = False, retest_after: int = 2,
                  weighting: str = "uniform", floor: float = 0.05):
         super().__init__(samples, seed)
         self.filter, self.retest_after, self.weighting, self.floor = filter, retest_after, weighting, floor
-        self.records: dict[str, list[int]] = {}  # id -> [right, tried, set aside until step]
-        self.step = 0  # the newest step observed
+        self.records: dict[str, list[int]] = {}  # id -> [right, tried, turns still to sit out]
         self.draws = 0  # weighted draws so far (each seeds its own generator: resumable)
-        self.skipped = 0  # prompts passed over because set aside, over the run
+        self.skipped = 0  # turns prompts sat out, over the run
 
     def _aside(self, sample: dict) -> bool:
         record = self.records.get(str(sample["id"]))
-        return self.filter and record is not None and record[2] > self.step
+        return self.filter and record is not None and record[2] > 0
+
+    def _sit_out(self, sample: dict) -> None:
+        self.records[str(sample["id"])][2] -= 1
+        self.skipped += 1
 
     def _rate(self, sample: dict) -> float:
         right, tried, _ = self.records.get(str(sample["id"]), (0, 0, 0))
@@ -48,7 +52,7 @@ class CurriculumSampler(PromptSampler):
             # set aside: passed over, unless a whole epoch is set aside (then it is drawn anyway)
             if self._aside(sample) and passed < len(self.samples):
                 passed += 1
-                self.skipped += 1
+                self._sit_out(sample)
                 continue
             batch.append(sample)
         return batch
@@ -57,7 +61,10 @@ class CurriculumSampler(PromptSampler):
         rng = random.Random(f"{self.seed}:curriculum:{self.draws}")
         self.draws += 1
         pool = [s for s in self.samples if not self._aside(s)] or list(self.samples)
-        self.skipped += len(self.samples) - len(pool)
+        if len(pool) < len(self.samples):
+            for sample in self.samples:
+                if self._aside(sample):
+                    self._sit_out(sample)
         weights = [self._rate(s) * (1 - self._rate(s)) + self.floor for s in pool]
         chosen = []
         for _ in range(min(n, len(pool))):  # without replacement: a step asks for distinct prompts
@@ -71,13 +78,12 @@ class CurriculumSampler(PromptSampler):
     def observe(self, samples: list[dict], right: list[int], group_size: int, step: int) -> None:
         """Each sample's group at `step`: how many of its group_size samples were right."""
         super().observe(samples, right, group_size, step)
-        self.step = max(self.step, step)
         for sample, count in zip(samples, right):
             record = self.records.setdefault(str(sample["id"]), [0, 0, 0])
             record[0] += count
             record[1] += group_size
-            if count in (0, group_size):  # no variance: not drawn for the next retest_after steps
-                record[2] = step + self.retest_after
+            if count in (0, group_size):  # no variance: nothing to learn from it for a while
+                record[2] = self.retest_after
 
     def stats(self) -> dict:
         tried = [r for r in self.records.values() if r[1]]
@@ -86,10 +92,9 @@ class CurriculumSampler(PromptSampler):
                 "curriculum/seen": len(tried)}
 
     def state(self) -> dict:
-        return {**super().state(), "records": self.records, "step": self.step, "draws": self.draws,
-                "skipped": self.skipped}
+        return {**super().state(), "records": self.records, "draws": self.draws, "skipped": self.skipped}
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
         self.records = {k: list(v) for k, v in state.get("records", {}).items()}
-        self.step, self.draws, self.skipped = state.get("step", 0), state.get("draws", 0), state.get("skipped", 0)
+        self.draws, self.skipped = state.get("draws", 0), state.get("skipped", 0)

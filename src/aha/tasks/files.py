@@ -5,7 +5,9 @@ with where it is (file:line, or file and row number), so that an error names it.
 from __future__ import annotations
 
 import csv
+import datetime
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ def read_rows(path: Path, split: str | None = None) -> list[tuple[str, Any]]:
     if suffix in (".csv", ".tsv"):
         return _csv_rows(path, "\t" if suffix == ".tsv" else ",")
     try:
-        if suffix == ".json" and path.read_text(encoding="utf-8").lstrip().startswith("["):
+        if suffix == ".json" and path.read_text(encoding="utf-8-sig").lstrip().startswith("["):
             return _json_array_rows(path)
         # .jsonl, a .json that is not one array, and anything else: JSON lines
         return [(f"{path}:{line}", row) for line, row in read_jsonl(path, TaskError)]
@@ -45,7 +47,7 @@ def read_rows(path: Path, split: str | None = None) -> list[tuple[str, Any]]:
 
 def _json_array_rows(path: Path) -> list[tuple[str, Any]]:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as err:
         raise TaskError(f"{path}:{err.lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
     return [(f"{path} row {index}", row) for index, row in enumerate(value, start=1)]
@@ -60,14 +62,30 @@ def _parquet_rows(path: Path) -> list[tuple[str, Any]]:
         rows = pq.read_table(path).to_pylist()
     except Exception as err:  # pyarrow's errors for a damaged or non-Parquet file are many
         raise TaskError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err})") from None
-    return [(f"{path} row {index}", row) for index, row in enumerate(rows, start=1)]
+    return [(f"{path} row {index}", _plain(row)) for index, row in enumerate(rows, start=1)]
+
+
+def _plain(value):
+    """A value as JSON holds it (samples are written to JSON files): decimals as floats,
+    dates and times as ISO text, bytes as UTF-8 text; dicts and lists through."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
 
 
 def _csv_rows(path: Path, delimiter: str) -> list[tuple[str, Any]]:
     """Rows as {header: text}; a line with more or fewer cells than the header is an error
     (csv would silently pad or collect them)."""
     rows = []
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" starts with a BOM
         reader = csv.DictReader(f, delimiter=delimiter, restkey=EXTRA_CELLS)
         try:
             for row in reader:
@@ -96,9 +114,12 @@ def _dataset_rows(path: Path, split: str | None) -> list[tuple[str, Any]]:
                         f"({type(err).__name__}: {err})") from None
     label = str(path)
     if isinstance(data, DatasetDict):
+        if split is None:
+            raise TaskError(f"{path}: a datasets folder of several splits ({', '.join(data)}); name one folder of it, "
+                            f"e.g. {path / next(iter(data))}")
         if split not in data:
             raise TaskError(f"{path}: no split {split!r} in this datasets folder (splits: {', '.join(data)})")
         data, label = data[split], f"{path}[{split}]"
     if not isinstance(data, Dataset):
         raise TaskError(f"{path}: expected a Dataset or DatasetDict, got {type(data).__name__}")
-    return [(f"{label} row {index}", row) for index, row in enumerate(data, start=1)]
+    return [(f"{label} row {index}", _plain(row)) for index, row in enumerate(data, start=1)]

@@ -22,7 +22,7 @@ def read_prompt_rows(path: Path, missing, file_label: str, row_label: str, split
     """(where, row) for each row of a data file (any format tasks/files.py reads) of rows
     that hold a prompt: the file must exist and hold rows, each an object whose fields
     `missing(row)` finds complete (it returns what is absent, as text, or None) and whose
-    prompt, once `transform(row)` has put it under "prompt", is a prompt. Each problem is a
+    prompt, once `transform(row, where)` has put it under "prompt", is a prompt. Each problem is a
     TaskError naming the file and row. Task files and training data (sft, pairs) share it."""
     if not Path(path).exists():
         raise TaskError(f"{file_label} file not found: {path}")
@@ -34,7 +34,7 @@ def read_prompt_rows(path: Path, missing, file_label: str, row_label: str, split
         if absent:
             raise TaskError(f"{where}: missing field(s) {absent} (the row has: {', '.join(map(str, row)) or 'nothing'})")
         if transform is not None:
-            row = transform(row)
+            row = transform(row, where)
         problem = check_prompt(row["prompt"], where)
         if problem:
             raise TaskError(problem)
@@ -60,17 +60,28 @@ def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None
     """The task samples of a data file: each row's prompt (its prompt field, or the template
     filled from its fields) and answer (its answer field, or tests) under aha's names, its
     other fields kept, and an id (file:row unless the row has one)."""
-    for name in fields.placeholders():
+    try:
+        names = fields.placeholders()
+    except ValueError as err:  # a lone { or }
+        raise TaskError(f"task.prompt_template: {err} (write {{{{ and }}}} for literal braces)") from None
+    for name in names:
         if not name.isidentifier():
             raise TaskError(f"task.prompt_template: {{{name}}} is not a field name (a placeholder names one field "
                             "of the row, as {question}; write {{ and }} for literal braces)")
 
-    def as_sample(row: dict) -> dict:
+    def as_sample(row: dict, where: str) -> dict:
         sample = dict(row)
         if fields.template is not None:
-            sample["prompt"] = fields.template.format_map(row)
+            try:
+                sample["prompt"] = fields.template.format_map(row)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:  # a format spec the value refuses
+                raise TaskError(f"{where}: task.prompt_template could not be filled from this row "
+                                f"({type(err).__name__}: {err})") from None
         elif fields.prompt in row:
             sample["prompt"] = row[fields.prompt]
+        if isinstance(sample.get("prompt"), list):  # Arrow gives every message every key any message has, unset as None
+            sample["prompt"] = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m
+                                for m in sample["prompt"]]
         if fields.answer in row:
             sample["answer"] = row[fields.answer]
         return sample
@@ -82,9 +93,16 @@ def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None
             absent.append(f"{fields.answer} (or {ANSWER_OR}, for a code task)")
         return ", ".join(absent) or None
 
-    samples = []
+    samples, seen = [], {}
+    folder = str(Path(path).parent) + "/"
     for where, sample in read_prompt_rows(path, missing, "task data", "samples", split, transform=as_sample):
-        # where ends with the line ("file:12") or the row ("file row 12")
-        sample.setdefault("id", f"{Path(path).name}:{where.rsplit(':', 1)[-1].rsplit(' ', 1)[-1]}")
+        # where without the folder: "train.jsonl:12", "train.parquet row 12", "ds[test] row 12"
+        sample.setdefault("id", where.removeprefix(folder))
+        key = str(sample["id"])
+        if not key.strip() or key in seen:  # a curriculum, aha select and pass@k caches key samples by id
+            raise TaskError(f"{where}: id {sample['id']!r} " + ("is empty" if not key.strip() else
+                            f"is also the id of {seen[key]}") + ": each sample needs its own id (or none: aha "
+                            "then names it by its file and row)")
+        seen[key] = where
         samples.append(sample)
     return samples

@@ -15,7 +15,7 @@ from aha.tracking.run_dir import GROUPS_FILE
 
 
 def trajectories(run: Path) -> dict[str, list[float | None]]:
-    """Each prompt's accuracy in each epoch of the run (None where it was not drawn)."""
+    """Each prompt's accuracy in each whole epoch of the run (None where it was not drawn)."""
     path = Path(run) / GROUPS_FILE
     if not path.is_file():
         raise ConfigError(f"{path} not found: aha select reads the groups.jsonl an RL run writes (method rl)")
@@ -26,6 +26,11 @@ def trajectories(run: Path) -> dict[str, list[float | None]]:
         tally[0] += row["right"]
         tally[1] += row["tried"]
         epochs = max(epochs, row["epoch"] + 1)
+    # a last epoch the run stopped inside drew only some prompts: left out, or it would leave
+    # every prompt not drawn in it without a score
+    drawn = [sum(1 for by_epoch in counts.values() if by_epoch.get(k, [0, 0])[1]) for k in range(epochs)]
+    if epochs > 1 and drawn[-1] < drawn[0]:
+        epochs -= 1
     return {key: [by_epoch[k][0] / by_epoch[k][1] if by_epoch[k][1] else None for k in range(epochs)]
             for key, by_epoch in counts.items()}
 

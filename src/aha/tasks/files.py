@@ -85,6 +85,7 @@ def _csv_rows(path: Path, delimiter: str) -> list[tuple[str, Any]]:
     """Rows as {header: text}; a line with more or fewer cells than the header is an error
     (csv would silently pad or collect them)."""
     rows = []
+    csv.field_size_limit(2**31 - 1)  # csv refuses cells over 128 KiB by default: long-context prompts are longer
     with open(path, newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" starts with a BOM
         reader = csv.DictReader(f, delimiter=delimiter, restkey=EXTRA_CELLS)
         try:

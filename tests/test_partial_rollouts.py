@@ -12,7 +12,6 @@ from aha.rollout import HFEngine, PartialRound
 from aha.config import TaskConfig
 from aha.tasks import PromptSampler, build_task
 from aha.training.logprobs import completion_logprobs
-from aha.training.loop import train
 from aha.training.partial import PartialRollouts
 from test_training import assert_resumes_exactly, metrics, tiny_config
 

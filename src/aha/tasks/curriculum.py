@@ -65,7 +65,8 @@ class CurriculumSampler(PromptSampler):
             for sample in self.samples:
                 if self._aside(sample):
                     self._sit_out(sample)
-        weights = [self._rate(s) * (1 - self._rate(s)) + self.floor for s in pool]
+        rates = [self._rate(s) for s in pool]
+        weights = [p * (1 - p) + self.floor for p in rates]
         chosen = []
         for _ in range(min(n, len(pool))):  # without replacement: a step asks for distinct prompts
             i = rng.choices(range(len(pool)), weights)[0]

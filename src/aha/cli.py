@@ -245,23 +245,36 @@ def _eval(config, checkpoint: str | None, model: str | None, output: str | None)
 
     task = build_task(config.task, config.base_dir)
     scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
+    env_reward = env = None
     try:
+        if config.env.name is not None:  # multi-turn episodes: the environment judges with the run's reward
+            from aha.envs import build_environment
+            from aha.rewards import build_reward
+
+            env_reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
+            env = build_environment(config.env, env_reward, config.base_dir)
         loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
         if checkpoint:
             load_weights(loaded.model, Path(checkpoint))
         engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype),
                               seed=config.seed)
         try:
-            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens)
+            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, env=env)
         finally:
             engine.close()
     finally:
         scorer.close()
+        if env_reward is not None:
+            env_reward.close()
     if output:
         Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
     source = checkpoint or model or loaded.name
     print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
           f"({result.n} problems; right: {scorer.describe})")
+    if result.metrics:  # multi-turn episodes
+        print(f"  {config.env.name} episodes of up to {config.env.max_turns} turns: first-turn accuracy "
+              f"{result.metrics['eval/first_turn_accuracy']:.1%}, final {result.accuracy:.1%}, "
+              f"mean turns {result.metrics['eval/turns']:.2f}, mean return {result.metrics['eval/return']:.3f}")
 
 
 def _audit(config, args) -> None:

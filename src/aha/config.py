@@ -308,6 +308,14 @@ class ProcessRewardConfig(Strict):
     step_separator: str = Field("\n", min_length=1, description="what joins the steps into the completion the policy writes; a step is scored at the token that closes it (this separator, or the stop token after the last step)")
 
 
+class EnvConfig(Strict):
+    """Multi-turn episodes (aha.envs): the policy and an environment take turns, the environment's rewards are trained on."""
+
+    name: str | None = Field(None, description="none: single-turn completions scored by the reward; try_again: after a wrong answer the environment says so and the policy answers again (a right answer at turn t earns discount^(t-1)); tool_use: the policy may call a calculator (<calc>expression</calc>) or Python in the code sandbox (<python>code</python>) and reads the output before it answers; or your own, \"module:Class\" / \"file.py:Class\" (made as Class(reward, **env.options) for each episode)")
+    max_turns: int = Field(3, ge=1, description="policy turns an episode may take, each of at most rollout.max_new_tokens tokens")
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the environment, e.g. {discount: 0.5, feedback: 'Wrong. Try again.'} (try_again), {tools: [calc]} (tool_use)")
+
+
 class Config(Strict):
     method: Literal["rl", "sft", "dpo", "rm", "prm"] = Field(
         "rl", description="what a step trains: rl (online RL on sampled completions), sft (supervised on responses), "
@@ -328,6 +336,7 @@ class Config(Strict):
     lora: LoraConfig = LoraConfig()
     ray: RayConfig = RayConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
+    env: EnvConfig = EnvConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
@@ -388,6 +397,14 @@ class Config(Strict):
                 problems.append(f"rollout.{key} with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the "
                                 "trainer's log-probs of the current policy would treat tokens an older one drew as "
                                 "on-policy")
+        if self.env.name is not None:
+            if self.method != "rl":
+                problems.append("env.name plays multi-turn episodes for online RL: method=rl only")
+            for key, value in (("rollout.partial_rollouts", self.rollout.partial_rollouts),
+                               ("rollout.max_staleness", self.rollout.max_staleness),
+                               ("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef)):
+                if value:
+                    problems.append(f"{key} is not supported with multi-turn episodes (env.name): set it to 0")
         if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):
             problems.append("ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)")
         if problems:

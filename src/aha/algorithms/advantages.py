@@ -142,12 +142,15 @@ def _finite_rows(token_rewards: torch.Tensor, mask: torch.Tensor) -> tuple[torch
 
 
 def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """G_t = sum_{s >= t} gamma^(s-t) r_s over each row's valid tokens."""
+    """G_t = sum_{s >= t} gamma^(s-t) r_s over each row's valid tokens, s and t counted in
+    valid tokens: a gap in the mask (the environment's turn in a multi-turn episode) passes
+    the return through undiscounted, and its own entries are 0."""
     returns = torch.zeros_like(token_rewards)
     running = torch.zeros(token_rewards.shape[0], dtype=token_rewards.dtype)
     for t in reversed(range(token_rewards.shape[1])):
-        running = torch.where(mask[:, t].bool(), token_rewards[:, t] + gamma * running, 0)
-        returns[:, t] = running
+        valid = mask[:, t].bool()
+        running = torch.where(valid, token_rewards[:, t] + gamma * running, running)
+        returns[:, t] = torch.where(valid, running, 0)
     return returns
 
 
@@ -180,7 +183,8 @@ def gae_advantages(token_rewards: torch.Tensor, values: torch.Tensor, mask: torc
     """Generalised advantage estimation (Schulman et al. 2016) over completion tokens.
 
     values[:, t] is the critic's estimate before token t is sampled; the state after the last
-    valid token is terminal (value 0). delta_t = r_t + gamma V_{t+1} - V_t,
+    valid token is terminal (value 0), and a gap in the mask (an environment's turn) is
+    stepped over: V_{t+1} is that of the next valid token. delta_t = r_t + gamma V_{t+1} - V_t,
     A_t = sum_k (gamma lam)^k delta_{t+k}. Returns (advantages, returns = A + V), zero on padding.
     With gamma = lam = 1 (Open-Reasoner-Zero) A_t = (sum of rewards from t) - V_t.
     A row with a non-finite reward on a valid token gets advantage 0 and returns = values
@@ -190,13 +194,17 @@ def gae_advantages(token_rewards: torch.Tensor, values: torch.Tensor, mask: torc
     _, mask = _finite_rows(token_rewards, mask)
     valid = mask.bool()
     advantages = torch.zeros_like(token_rewards)
+    # the value and advantage of each row's next valid token (0 past its last): a gap in the
+    # mask (the environment's turn in a multi-turn episode) is not a step of the policy, so
+    # the next state the policy acts in is the one after the gap
+    next_value = torch.zeros(N, dtype=values.dtype)
     next_adv = torch.zeros(N, dtype=token_rewards.dtype)
     for t in reversed(range(T)):
-        next_valid = valid[:, t + 1] if t + 1 < T else torch.zeros(N, dtype=torch.bool)
-        next_value = torch.where(next_valid, values[:, t + 1], 0) if t + 1 < T else torch.zeros(N, dtype=values.dtype)
         delta = token_rewards[:, t] + gamma * next_value - values[:, t]
-        next_adv = torch.where(valid[:, t], delta + gamma * lam * torch.where(next_valid, next_adv, 0), 0)
-        advantages[:, t] = next_adv
+        adv = delta + gamma * lam * next_adv
+        advantages[:, t] = torch.where(valid[:, t], adv, 0)
+        next_adv = torch.where(valid[:, t], adv, next_adv)
+        next_value = torch.where(valid[:, t], values[:, t], next_value)
     return advantages, torch.where(full_mask.bool(), advantages + values, 0)
 
 

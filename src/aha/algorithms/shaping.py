@@ -52,7 +52,10 @@ def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Te
         raise ValueError(f"rewards must be (N,) = {tuple(mask.shape[:1])} for a mask {tuple(mask.shape)}, "
                          f"got {tuple(rewards.shape)}")
     token_rewards = torch.zeros_like(mask, dtype=rewards.dtype)
-    last = (mask.sum(dim=1).long() - 1).clamp(min=0)
+    # the last valid column, whether or not the valid tokens are contiguous (a multi-turn
+    # episode's mask has the environment's turns as gaps)
+    columns = torch.arange(mask.shape[1]).expand(mask.shape)
+    last = torch.where(mask.bool(), columns, -1).amax(dim=1).clamp(min=0) if mask.shape[1] else torch.zeros(len(rewards), dtype=torch.long)
     token_rewards[torch.arange(len(rewards)), last] = torch.where(mask.sum(dim=1) > 0, rewards, 0)
     return token_rewards
 

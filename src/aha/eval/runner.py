@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
@@ -11,6 +11,7 @@ from aha.eval.scoring import Scorer
 from aha.tasks import Task, encode_prompts
 
 if TYPE_CHECKING:  # the engine's module imports torch; the eval maths need none
+    from aha.envs import EpisodeRunner
     from aha.rollout import Engine
 
 
@@ -19,11 +20,15 @@ class EvalResult:
     accuracy: float  # mean score over the evaluated samples (1.0 right, 0.0 wrong for a reward scorer)
     n: int
     samples: list[dict]  # {id, prompt, answer, completion, score}
+    metrics: dict[str, float] = field(default_factory=dict)  # more eval/<name> numbers (multi-turn episodes)
 
 
 def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = None, max_new_tokens: int | None = None,
-             desc: str = "eval") -> EvalResult:
-    """Every held-out sample is scored, or a ScorerError names the one that could not be."""
+             desc: str = "eval", env: EpisodeRunner | None = None) -> EvalResult:
+    """Every held-out sample is scored, or a ScorerError names the one that could not be.
+    With env, each is a multi-turn episode (evaluate_episodes)."""
+    if env is not None:
+        return evaluate_episodes(engine, task, env, scorer, limit, max_new_tokens, desc)
     samples = task.eval[:limit] if limit else task.eval
     prompts = encode_prompts(engine.tokenizer, task, samples)
     records = []
@@ -37,3 +42,29 @@ def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = Non
             bar.update(len(chunk))
     accuracy = sum(r["score"] for r in records) / max(len(records), 1)
     return EvalResult(accuracy, len(records), records)
+
+
+def evaluate_episodes(engine: Engine, task: Task, env: EpisodeRunner, scorer: Scorer, limit: int | None = None,
+                      max_new_tokens: int | None = None, desc: str = "eval") -> EvalResult:
+    """Greedy episodes of the held-out samples in env: accuracy is the scorer's verdict on each
+    episode's final action (its last turn), and metrics add the first action's
+    (eval/first_turn_accuracy), the mean policy turns (eval/turns) and return (eval/return)."""
+    samples = task.eval[:limit] if limit else task.eval
+    records, first_scores = [], []
+    with tqdm(total=len(samples), desc=desc, unit="episode", leave=False) as bar:
+        for start in range(0, len(samples), engine.batch_size):
+            chunk = samples[start:start + engine.batch_size]
+            played = env.play(engine, task, chunk, greedy=True, max_new_tokens=max_new_tokens)
+            firsts = [e.actions[0] for e in played.episodes]
+            finals = [e.actions[-1] for e in played.episodes]
+            first_scores += scorer.score(firsts, chunk)
+            for sample, episode, text, score, ret in zip(chunk, played.episodes, played.rollouts.texts,
+                                                         scorer.score(finals, chunk), played.result.total.tolist()):
+                records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
+                                "completion": text, "score": score, "return": ret, **episode.record()})
+            bar.update(len(chunk))
+    n = max(len(records), 1)
+    metrics = {"eval/first_turn_accuracy": sum(first_scores) / n,
+               "eval/turns": sum(len(r["turns"]) for r in records) / n,
+               "eval/return": sum(r["return"] for r in records) / n}
+    return EvalResult(sum(r["score"] for r in records) / n, len(records), records, metrics)

@@ -55,6 +55,7 @@ class SandboxResult:
     timed_out: bool  # the wall timeout killed the run
     exit_code: int | None  # the harness's
     errors: dict[int, str] = field(default_factory=dict)  # test index -> why it failed
+    outputs: dict[int, str] = field(default_factory=dict)  # a capture test's index -> what the program printed
     stdout: str = ""  # the harness's own output (its report), for debugging
     stderr: str = ""  # the tail of what the program wrote to stderr (and, for statement tests, stdout)
     missing: list[str] = field(default_factory=list)  # confinement layers this machine lacks
@@ -169,6 +170,18 @@ def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = 
     writes outside its folder, patching its own interpreter). With `entry_point`, statement
     tests see only those names of the program; everything else they use comes from `setup`."""
     _check_tests(tests)
+    return _run_harness(code, tests, setup, limits, entry_point)
+
+
+def run_program(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits()) -> tuple[str, str | None]:
+    """Run a whole program once in the sandbox on `stdin` (a tool call): (what it printed,
+    None or why it failed: a crash with the tail of its stderr, a timeout, too much output)."""
+    result = _run_harness(code, [{"input": stdin, "output": None}], "", limits, None)
+    return result.outputs.get(0, ""), result.errors.get(0)
+
+
+def _run_harness(code: str, tests: list, setup: str, limits: SandboxLimits,
+                 entry_point: str | list[str] | None) -> SandboxResult:
     job = {"code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
            "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
            "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
@@ -212,6 +225,8 @@ def _parse(out: str, err: str, total: int, timed_out: bool, exit_code: int) -> S
             index = record["test"]
             if index in passed or index in result.errors:
                 continue  # one result a test; the harness writes exactly one
+            if isinstance(record.get("output"), str):
+                result.outputs[index] = record["output"]
             if record.get("ok") is True:
                 passed.add(index)
             else:

@@ -62,8 +62,10 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip().splitlines()]
 
 
-def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) -> str | None:
-    """A fresh sandbox runs the program on the test's input; None if its output matches."""
+def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) -> tuple[str | None, str]:
+    """A fresh sandbox runs the program on the test's input: (None if its output matches, or
+    why not; what it printed). A test whose output is None only captures what it printed (a
+    tool call's result): it fails only when the program does."""
     stdin = stdin_file(str(test["input"]))
     stdout_r, stdout_w = os.pipe()
     try:
@@ -79,7 +81,7 @@ def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) 
         while readers:
             left = deadline - time.monotonic()
             if left <= 0:
-                return f"timed out after {limit:g} s"
+                return f"timed out after {limit:g} s", output.decode("utf-8", "replace")
             ready, _, _ = select.select(readers, [], [], left)
             for fd in ready:
                 chunk = os.read(fd, 65536)
@@ -88,17 +90,19 @@ def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) 
                 elif fd == stdout_r:
                     output += chunk
                     if len(output) > job["output_bytes"]:
-                        return "output limit exceeded"
+                        return "output limit exceeded", output.decode("utf-8", "replace")
                 else:
                     sandbox.log.add(chunk)
         try:
             code = sandbox.proc.wait(timeout=max(0.01, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            return f"timed out after {limit:g} s"
-        if code != 0:
-            return f"the program exited with status {code}: {sandbox.log.text()[-300:]}"
+            return f"timed out after {limit:g} s", output.decode("utf-8", "replace")
         got = output.decode("utf-8", "replace")
-        return None if _lines(got) == _lines(str(test["output"])) else f"wrong output: {got[:200]!r}"
+        if code != 0:
+            return f"the program exited with status {code}: {sandbox.log.text()[-300:]}", got
+        if test["output"] is None or _lines(got) == _lines(str(test["output"])):
+            return None, got
+        return f"wrong output: {got[:200]!r}", got
     finally:
         os.close(stdout_r)
         log.add(sandbox.log.data)
@@ -232,9 +236,10 @@ def run_tests(job: dict, emit) -> None:
     log = Tail()
     try:
         for i, test in enumerate(job["tests"]):
+            printed = None
             try:
                 if isinstance(test, dict):
-                    error = run_io_test(job, test, limit, report_missing, log)
+                    error, printed = run_io_test(job, test, limit, report_missing, log)
                 else:
                     error = run_statement(program, job, str(test), i, limit)
             except SetupFailure:
@@ -247,7 +252,10 @@ def run_tests(job: dict, emit) -> None:
                 program.stop()  # it may still be busy, or be gone: the next test gets a fresh one
             except BaseException as err:  # noqa: BLE001 - a failing test, whatever it raised
                 error = _describe(err)
-            emit({"test": i, "ok": error is None, "error": error})
+            record = {"test": i, "ok": error is None, "error": error}
+            if isinstance(test, dict) and test["output"] is None:  # a capture: what the program printed
+                record["output"] = printed or ""
+            emit(record)
     finally:
         if program.sandbox is not None:
             log.add(program.sandbox.log.data)

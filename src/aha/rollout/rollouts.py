@@ -14,7 +14,10 @@ import torch.nn.functional as F
 class Rollouts:
     """N sampled sequences. Prompts are left-padded, completions right-padded.
 
-    completion_mask covers each completion up to and including its EOS token.
+    completion_mask covers each completion up to and including its EOS token: the tokens the
+    policy sampled, the ones it is trained on. In a multi-turn episode (aha.envs) the
+    completion also holds what the environment said between turns (observation_mask): those
+    tokens are in the sequence the learner reads, but no loss or advantage falls on them.
     sampling_logprobs are log pi(token | prefix) at the sampling temperature, computed by
     the engine at sampling time; the learner uses them as the "old" policy."""
 
@@ -33,12 +36,23 @@ class Rollouts:
     # (N,) bool: rows an early stop left going (generate_partial), their tokens so far; None
     # from generate, where every row runs to its stop token or the budget
     unfinished: torch.Tensor | None = None
+    # (N, T) float: 1 on completion tokens the environment wrote (a multi-turn episode's
+    # observations); None for single-turn completions, where every token is the policy's
+    observation_mask: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
 
     def lengths(self) -> torch.Tensor:
+        """Tokens each row's policy sampled (an episode's observations not counted)."""
         return self.completion_mask.sum(dim=1)
+
+    def sequence_mask(self) -> torch.Tensor:
+        """(N, T) the completion tokens in the sequence: the policy's and the environment's.
+        The learner attends to (and positions) these; it trains on completion_mask only."""
+        if self.observation_mask is None:
+            return self.completion_mask
+        return self.completion_mask + self.observation_mask
 
     def select(self, index: torch.Tensor) -> "Rollouts":
         index = index.long()
@@ -48,6 +62,7 @@ class Rollouts:
             [self.texts[i] for i in index.tolist()], self.truncated[index],
             None if self.certainty is None else self.certainty[index],
             None if self.unfinished is None else self.unfinished[index],
+            None if self.observation_mask is None else self.observation_mask[index],
         )
 
 
@@ -128,4 +143,7 @@ def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
         certainty=None if any(p.certainty is None for p in parts) else stack("certainty", T, 0.0),
         unfinished=None if all(p.unfinished is None for p in parts) else torch.cat(
             [torch.zeros(len(p), dtype=torch.bool) if p.unfinished is None else p.unfinished for p in parts]),
+        observation_mask=None if all(p.observation_mask is None for p in parts) else torch.cat(
+            [_pad_to(torch.zeros(p.completion_mask.shape) if p.observation_mask is None else p.observation_mask, T, 0.0)
+             for p in parts]),
     )

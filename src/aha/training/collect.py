@@ -9,6 +9,7 @@ import torch
 
 from aha.algorithms import dither_rewards, length_cost, overlong_penalty, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
+from aha.envs import EpisodeRunner
 from aha.rewards import CompositeReward
 from aha.rollout import Engine, Rollouts
 from aha.tasks import PromptSampler, Task, encode_prompts
@@ -76,7 +77,8 @@ def finite_mean(values: torch.Tensor) -> float:
 def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward,
             rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
             first: tuple[list[dict], Rollouts] | None = None, partial: PartialRollouts | None = None,
-            version: int = 0) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
+            version: int = 0, env: EpisodeRunner | None = None
+            ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
     prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
@@ -86,7 +88,8 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     hacking monitor. first: the first round's prompts and rollouts, sampled ahead
     (asynchronous RL); later rounds sample here. partial: the groups carried between rounds
     (partial rollouts), each round sampling until prompts_per_step groups are complete on
-    policy `version`."""
+    policy `version`. env: multi-turn episodes instead of single completions, the
+    environment's rewards instead of the reward's (each turn's on its last token)."""
     G = rollout.group_size
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
@@ -97,6 +100,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     text_samples: list[dict] = []
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
         prompts_needed = rollout.prompts_per_step - kept_groups
+        episodes = None
         if first is not None:
             (chosen, rollouts), first = first, None
             prompts = encode_prompts(engine.tokenizer, task, chosen)
@@ -106,15 +110,19 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         else:
             chosen = sampler.next(rollout.prompts_per_step)
             prompts = encode_prompts(engine.tokenizer, task, chosen)
-            rollouts = engine.generate(prompts, group_size=G)
+            episodes = env.play(engine, task, chosen, G) if env is not None else None
+            rollouts = episodes.rollouts if episodes is not None else engine.generate(prompts, group_size=G)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
-        result = reward.score(rollouts.texts, seq_samples)
+        result = episodes.result if episodes is not None else reward.score(rollouts.texts, seq_samples)
         texts += rollouts.texts
         text_samples += seq_samples
         rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens, length_coef)
         step_rewards = None
-        if result.steps is not None:  # a process reward model's dense form
+        if episodes is not None:  # each turn's reward where the turn ends
+            step_rewards = episodes.turn_rewards.clone()
+        elif result.steps is not None:  # a process reward model's dense form
             step_rewards = step_token_rewards(result.steps, rollouts, engine.tokenizer)
+        if step_rewards is not None:
             if algo.truncated_reward is not None:  # a cut answer gets truncated_reward, and nothing per step
                 step_rewards[rollouts.truncated] = 0.0
         # each group's right answers, for a curriculum that learns which prompts pay (tasks/curriculum.py)
@@ -131,14 +139,19 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         if not examples:
             examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i].get("answer"),
                          "completion": rollouts.texts[i], "reward": float(rewards[i]),
-                         **{k: float(v[i]) for k, v in result.components.items()}}
+                         **{k: float(v[i]) for k, v in result.components.items()},
+                         **(episodes.episodes[i].record() if episodes is not None else {})}
                         for i in range(0, len(rollouts), max(1, G))]
         if algo.reward_noise:
             rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
         baseline = None
         if algo.advantage == "remax":
-            greedy = engine.generate(prompts, greedy=True)
-            greedy_score = reward.score(greedy.texts, chosen).total
+            if env is not None:
+                played = env.play(engine, task, chosen, greedy=True)
+                greedy, greedy_score = played.rollouts, played.result.total
+            else:
+                greedy = engine.generate(prompts, greedy=True)
+                greedy_score = reward.score(greedy.texts, chosen).total
             baseline = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef).repeat_interleave(G)
         grouped = rewards.view(-1, G)
         informative = ~zero_variance_groups(grouped)

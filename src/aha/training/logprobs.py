@@ -61,7 +61,8 @@ def _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids
 def rollout_hidden(backbone, ro, rows: slice, width: int, group_size: int, share_prompt: bool) -> torch.Tensor:
     """Hidden states for rows of a Rollouts (completions cut to width columns). With
     share_prompt the rows must be whole groups, each group's prompt run once."""
-    completion, mask = ro.completion_ids[rows, :width], ro.completion_mask[rows, :width]
+    # the attention covers the environment's tokens of a multi-turn episode too
+    completion, mask = ro.completion_ids[rows, :width], ro.sequence_mask()[rows, :width]
     if share_prompt:
         return grouped_completion_hidden(backbone, ro.prompt_ids[rows][::group_size], ro.prompt_mask[rows][::group_size],
                                          completion, mask, group_size)

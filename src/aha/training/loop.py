@@ -20,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from aha.config import Config, ConfigError, dump_config
+from aha.envs import build_environment
 from aha.eval import evaluate
 from aha.eval.scoring import ScorerError, build_scorer
 from aha.models import load
@@ -156,7 +157,8 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
     try:
         prepared = method_class.prepare(config, task, reward)
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
-        return _run(config, run, checkpoints, changes, echo, method_class, prepared, task, reward, scorer)
+        env = build_environment(config.env, reward, config.base_dir)
+        return _run(config, run, checkpoints, changes, echo, method_class, prepared, task, reward, scorer, env)
     finally:
         for held in (reward, prepared):  # worker processes of pooled rewards
             if held is not None and hasattr(held, "close"):
@@ -202,7 +204,7 @@ def _resume(method: Method, run: RunDir, checkpoints: list, changes: dict, echo)
 
 
 def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, method_class, prepared,
-         task, reward, scorer) -> TrainSummary:
+         task, reward, scorer, env) -> TrainSummary:
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
     if config.lora.rank:
@@ -219,7 +221,7 @@ def _run(config: Config, run: RunDir, checkpoints: list, changes: dict, echo, me
     engine = build_engine(rollout, model, tokenizer, dtype, seed=config.seed,
                           ray=config.ray if method_class.generates else None)
     try:
-        setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype)
+        setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype, env)
         method = method_class(setup, prepared)
         try:
             return _loop(config, run, checkpoints, changes, echo, method, setup)
@@ -260,14 +262,18 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
             return None
         try:
             result = evaluate(setup.engine, setup.task, setup.scorer, config.eval.limit, config.eval.max_new_tokens,
-                              desc=f"eval ({label})")
+                              desc=f"eval ({label})", env=setup.env)
         except ScorerError as err:  # stop: what the run wrote so far (metrics, checkpoints) stays as it is
             log.error("held-out evaluation at step %d stopped: %s", step, err)
             raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
                               "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
-        run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **method.held_out(step)})
+        run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **result.metrics,
+                         **method.held_out(step)})
         run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
         echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
+        if result.metrics:  # multi-turn episodes: the first answer's accuracy too
+            echo(f"  first-turn accuracy {result.metrics['eval/first_turn_accuracy']:.1%}, "
+                 f"mean turns {result.metrics['eval/turns']:.2f}")
         return result.accuracy
 
     if start == 0 and config.eval.before:

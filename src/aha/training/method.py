@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from aha.config import Config
+from aha.envs import EpisodeRunner
 from aha.eval.scoring import Scorer
 from aha.rewards import CompositeReward
 from aha.rollout import Engine
@@ -29,6 +30,7 @@ class Setup:
     tokenizer: object
     engine: Engine  # greedy held-out evaluation (and rl's rollouts)
     dtype: torch.dtype
+    env: EpisodeRunner | None = None  # config.env: rl plays multi-turn episodes, and is evaluated on them
 
 
 def set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, betas, weight_decay: float) -> None:

@@ -105,7 +105,7 @@ class RLMethod(Method):
             if ro.partial_rollouts else None
         shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, setup.dtype)
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
-                               self.replay, self.partial)
+                               self.replay, self.partial, setup.env)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
         self.alarms = Alarms(config.train.max_idle_steps)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
 from aha.config import Config
+from aha.envs import EpisodeRunner
 from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
@@ -36,6 +37,7 @@ class StepParts:
     shape: Shape
     replay: ReplayBuffer | None
     partial: PartialRollouts | None = None  # the groups carried between rounds (partial rollouts)
+    env: EpisodeRunner | None = None  # multi-turn episodes (config.env)
 
 
 @dataclass
@@ -109,7 +111,7 @@ def run_step(parts: StepParts, state: RLState, step: int, first=None,
     algo = config.algorithm
     batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
                                                        config.rollout, algo, state.length_coef, first,
-                                                       parts.partial, version=step - 1)
+                                                       parts.partial, version=step - 1, env=parts.env)
     # sampling and scoring only: an engine that takes new weights at its first generate
     # counts that in time/sync_s
     t_gen = time.time() - t0 - (parts.engine.sync_seconds - synced)

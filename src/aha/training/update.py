@@ -54,7 +54,7 @@ class Shape:
 
 def _width(batch: Batch) -> int:
     # drop columns that are padding in every row: they cost compute and carry nothing
-    used = batch.rollouts.completion_mask.sum(dim=0).nonzero()
+    used = batch.rollouts.sequence_mask().sum(dim=0).nonzero()
     return int(used.max()) + 1 if len(used) else 1
 
 

@@ -182,3 +182,63 @@ def test_a_template_the_row_cannot_fill_is_an_error_naming_the_row(tmp_path):
         build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="Q: {q} {"))
     with pytest.raises(TaskError, match=r"train\.jsonl:1: task.prompt_template could not be filled from this row"):
         build_task(TaskConfig(data=str(train), eval_data=str(train), prompt_template="Q: {q:.2f}"))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv", "tsv", "datasets"])
+def test_a_streamed_task_gives_the_same_samples_read_from_disk(tmp_path, fmt):
+    from aha.tasks.samples import StreamedSamples
+
+    rows = [{"question": f"What is {i} + {i}?\nOn two lines, with a comma, and \"quotes\"", "solution": str(2 * i),
+             "level": i % 3} for i in range(40)]
+    suffix = "" if fmt == "datasets" else f".{fmt}"
+    train, held_out = write(tmp_path / f"train{suffix}", rows, fmt), write(tmp_path / f"test{suffix}", rows[:3], fmt)
+    config = dict(data=str(train), eval_data=str(held_out), prompt_field="question", answer_field="solution")
+    loaded, streamed = build_task(TaskConfig(**config)), build_task(TaskConfig(**config, stream=True))
+    assert isinstance(streamed.train, StreamedSamples) and len(streamed.train) == 40
+    assert list(streamed.train) == loaded.train and streamed.eval[:2] == loaded.eval[:2]
+    assert streamed.train[17] == loaded.train[17] and streamed.train[-1] == loaded.train[-1]
+    if fmt in ("jsonl", "csv", "tsv"):  # read back from the file when asked for: a change on disk shows
+        train.write_bytes(train.read_bytes().replace(b"What is 39 + 39?", b"What is 93 + 93?"))
+        assert streamed.train[39]["prompt"].startswith("What is 93 + 93?")
+
+
+def test_streaming_keeps_rows_on_disk(tmp_path):
+    """20 MB of JSON lines: the streamed task holds where each row is, not the rows."""
+    import tracemalloc
+
+    long = "x" * 2000
+    path = tmp_path / "big.jsonl"
+    with open(path, "w") as f:
+        for i in range(10_000):
+            f.write(json.dumps({"prompt": f"{i} {long}", "answer": str(i)}) + "\n")
+    tracemalloc.start()
+    task = build_task(TaskConfig(data=str(path), eval_data=str(path), stream=True))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert path.stat().st_size > 20e6 and peak < 4e6, peak
+    assert task.train[9_999]["answer"] == "9999" and task.train[123]["prompt"].startswith("123 xx")
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"prompt": "a", "answer": "1"}\n{"prompt": "b"}\n', r"big\.jsonl:2: missing field\(s\) answer"),
+    ('{"prompt": "a", "answer": "1", "id": "k"}\n\n{"prompt": "b", "answer": "2", "id": "k"}\n',
+     r"big\.jsonl:3: id 'k' is also the id of .*big\.jsonl:1"),
+    ('{"prompt": "a", "answer": "1"}\n{"prompt": \n', r"big\.jsonl:2: not valid JSON"),
+])
+def test_a_streamed_file_is_checked_whole_before_training(tmp_path, content, message):
+    path = tmp_path / "big.jsonl"
+    path.write_text(content)
+    with pytest.raises(TaskError, match=message):
+        build_task(TaskConfig(data=str(path), eval_data=str(path), stream=True))
+
+
+def test_stream_config_errors(tmp_path):
+    from aha.config import Config
+
+    array = write(tmp_path / "train.json", ROWS, "json")
+    with pytest.raises(TaskError, match=r"train\.json: a \.json array cannot be streamed"):
+        build_task(TaskConfig(data=str(array), eval_data=str(array), stream=True))
+    with pytest.raises(ValueError, match="task.stream reads task.data from disk a row at a time: set task.data"):
+        Config(task={"name": "arithmetic", "stream": True})
+    with pytest.raises(ValueError, match="not with task.stream"):
+        Config(task={"data": str(array), "eval_data": str(array), "stream": True}, curriculum={"filter": True})

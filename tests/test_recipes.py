@@ -10,7 +10,7 @@ from aha.training.loop import train
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 RECIPES = ["quickstart", "grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "gspo", "ppo_gae", "lora", "ray_async",
-           "procedural"]
+           "procedural", "try_again"]
 ALWAYS = ["loss/total", "loss/policy", "kl/old", "entropy", "policy/clip_frac", "advantage/mean",
           "groups/zero_variance_frac", "reward/mean", "length/mean", "grad_norm", "optimizer_steps"]
 

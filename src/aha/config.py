@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -40,6 +40,7 @@ class TaskConfig(Strict):
     prompt_field: str = Field("prompt", description="the field of your rows that holds the prompt (a string or a list of chat messages)")
     answer_field: str = Field("answer", description="the field of your rows that holds the reference answer")
     prompt_template: str | None = Field(None, description="the prompt written from the row's fields, e.g. 'Question: {question}\nChoices: {choices}' (replaces prompt_field; {{ }} for literal braces)")
+    stream: bool = Field(False, description="keep task.data and task.eval_data on disk (files larger than memory): one pass checks every row and keeps only where it is and its id; a sample is read back when drawn. JSON lines and CSV/TSV are re-read at the row's byte offset, datasets folders are memory-mapped, Parquet is converted once by datasets to a memory-mapped Arrow file in its cache; not a .json array")
     split: str = Field("train", description="the split task.data names in a datasets folder with several splits")
     eval_split: str = Field("test", description="the split task.eval_data (or, without it, task.data) names in a datasets folder with several splits")
     system_prompt: str | None = Field(None, description="system message; None keeps the model's default")
@@ -92,6 +93,9 @@ class RolloutConfig(Strict):
     engine: Literal["auto", "vllm", "hf"] = Field("auto", description="the sampling engine: vllm (vLLM in its own environment, `make vllm`; the policy's weights handed over after each step), hf (sampling on the policy's own modules, a lean decoding step for Llama models); auto: vllm for budgets over 64 new tokens of models without the lean step, where an environment with it is found and starts, else hf")
     max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' first rounds ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). With partial_rollouts a continued completion's first tokens can be older. Needs ray.rollout_workers")
     partial_rollouts: int = Field(0, ge=0, description="partial rollouts (APRIL): 0 samples every group of a round to the end; n >= 1 launches n groups beyond prompts_per_step, stops sampling once prompts_per_step groups are complete, and carries the completions still going (tokens and sampling log-probs so far) into the next round, where they continue first on the newer weights (any engine, asynchronous RL included). Let rollout.batch_size hold the whole round, (prompts_per_step + n) x group_size, for the HF engine to stop it early")
+    temperatures: list[Annotated[float, Field(gt=0)]] | None = Field(None, min_length=1, description="multi-temperature sampling within a group: row j of each group is drawn at temperatures[j mod K] (e.g. [0.6, 1.0, 1.4]), its log-probs in the sampler and the learner at its own; none: every row at rollout.temperature")
+    force_continue: int = Field(0, ge=0, description="forced continuation after an early stop (s1's budget forcing): a completion that stops on its stop token is made to go on up to this many times, its stop token replaced by rollout.continue_text, each time for up to max_new_tokens more tokens; the inserted text is read by the learner but never trained")
+    continue_text: str = Field("Wait", min_length=1, description="what replaces a forced completion's stop token (rollout.force_continue)")
     vllm_python: str | None = Field(None, description="the Python of an environment with vLLM; unset: $AHA_VLLM_PYTHON, else .venv-vllm/bin/python beside aha's environment")
 
 
@@ -397,6 +401,21 @@ class Config(Strict):
                 problems.append(f"rollout.{key} with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the "
                                 "trainer's log-probs of the current policy would treat tokens an older one drew as "
                                 "on-policy")
+        intervened = [key for key, value in (("rollout.temperatures", self.rollout.temperatures),
+                                             ("rollout.force_continue", self.rollout.force_continue)) if value]
+        for key in intervened:
+            for other, value in (("rollout.partial_rollouts", self.rollout.partial_rollouts),
+                                 ("rollout.max_staleness", self.rollout.max_staleness), ("env.name", self.env.name)):
+                if value:
+                    problems.append(f"{key} does not work with {other} yet: set one of them")
+        if self.rollout.force_continue and a.overlong_buffer:
+            problems.append("algorithm.overlong_buffer measures a completion against max_new_tokens, which "
+                            "rollout.force_continue lets it pass: set one of them")
+        if self.task.stream and self.task.data is None:
+            problems.append("task.stream reads task.data from disk a row at a time: set task.data")
+        if self.task.stream and (self.curriculum.filter or self.curriculum.weighting != "uniform"):
+            problems.append("curriculum.filter / curriculum.weighting look at every prompt each step: "
+                            "not with task.stream (the prompts stay on disk)")
         if self.env.name is not None:
             if self.method != "rl":
                 problems.append("env.name plays multi-turn episodes for online RL: method=rl only")

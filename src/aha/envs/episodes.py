@@ -16,7 +16,7 @@ import torch
 from aha.envs.base import EnvFactory, check_turn
 from aha.rewards.compose import RewardResult
 from aha.rollout import Engine, Rollouts
-from aha.rollout.rollouts import left_pad
+from aha.rollout.rollouts import rollouts_with_inserts
 from aha.tasks import Task, encode_prompts
 
 _MARK = "\u2063aha-turn-end\u2063"  # an assistant message no template changes, to find where it ends
@@ -153,23 +153,14 @@ def _call(name: str, sample: dict, what: str, fn):
 
 
 def _assemble(episodes: list[Episode], engine: Engine) -> Episodes:
-    N, width = len(episodes), max(1, max(len(e.tokens) for e in episodes))
-    completion = torch.full((N, width), engine.pad_id, dtype=torch.long)
-    policy, observed = torch.zeros(N, width), torch.zeros(N, width)
-    logprobs, turn_rewards = torch.zeros(N, width), torch.zeros(N, width)
+    rollouts = rollouts_with_inserts([e.prompt for e in episodes], [e.tokens for e in episodes],
+                                     [e.policy for e in episodes], [e.logprobs for e in episodes],
+                                     torch.tensor([e.sample_index for e in episodes]),
+                                     [e.truncated for e in episodes], engine.tokenizer, engine.pad_id)
+    turn_rewards = torch.zeros(rollouts.completion_ids.shape)
     for i, e in enumerate(episodes):
-        n = len(e.tokens)
-        completion[i, :n] = torch.tensor(e.tokens, dtype=torch.long)
-        mine = torch.tensor(e.policy, dtype=torch.bool)
-        policy[i, :n], observed[i, :n] = mine.float(), (~mine).float()
-        logprobs[i, :n] = torch.tensor(e.logprobs)
         for end, reward in zip(e.turn_ends, e.rewards):
             turn_rewards[i, end] += reward
-    prompt_ids, prompt_mask = left_pad([e.prompt for e in episodes], engine.pad_id)
-    texts = engine.tokenizer.batch_decode(completion, skip_special_tokens=True)
-    rollouts = Rollouts(prompt_ids, prompt_mask, completion, policy, logprobs,
-                        torch.tensor([e.sample_index for e in episodes]), texts,
-                        torch.tensor([e.truncated for e in episodes]), observation_mask=observed)
     keys = sorted({k for e in episodes for info in e.infos for k in info})
     components = {"turns": torch.tensor([float(len(e.actions)) for e in episodes])}
     for key in keys:  # a key an episode's turn did not report counts as 0 there

@@ -31,9 +31,10 @@ class Engine(Protocol):
     sync_seconds: float  # time spent so far handing new weights to the engine (time/sync_s)
 
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
-                 max_new_tokens: int | None = None) -> Rollouts:
+                 max_new_tokens: int | None = None, temperature: float | None = None) -> Rollouts:
         """group_size completions of each prompt, consecutive in the output; greedy decodes
-        one deterministic completion a prompt (evaluation)."""
+        one deterministic completion a prompt (evaluation); temperature overrides the
+        engine's for this call."""
         ...
 
     def generate_partial(self, prompts: list[list[int]], plan: PartialRound) -> Rollouts:

@@ -33,13 +33,14 @@ class HFEngine(EngineSettings):
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
-                 max_new_tokens: int | None = None) -> Rollouts:
+                 max_new_tokens: int | None = None, temperature: float | None = None) -> Rollouts:
         """Sample group_size completions for each prompt (consecutive in the output).
 
         A chunk holds whole groups, so each distinct prompt is prefilled once and its KV
         cache shared by the group's G samples."""
         budget = max_new_tokens or self.max_new_tokens
-        rollouts = self._generate(prompts, [group_size] * len(prompts), [budget] * len(prompts), greedy, None)
+        rollouts = self._generate(prompts, [group_size] * len(prompts), [budget] * len(prompts), greedy, None,
+                                  temperature)
         rollouts.unfinished = None
         return rollouts
 
@@ -50,7 +51,8 @@ class HFEngine(EngineSettings):
         complete; prompts not started by then come back with no tokens, unfinished."""
         return self._generate(prompts, plan.copies, plan.budgets, False, _GroupTally(plan))
 
-    def _generate(self, prompts, copies: list[int], budgets: list[int], greedy: bool, tally) -> Rollouts:
+    def _generate(self, prompts, copies: list[int], budgets: list[int], greedy: bool, tally,
+                  temperature: float | None = None) -> Rollouts:
         chunks, start = [], 0
         while start < len(prompts):  # a chunk: whole prompts, at most batch_size rows (at least one prompt)
             end, rows = start + 1, copies[start]
@@ -58,19 +60,19 @@ class HFEngine(EngineSettings):
                 rows += copies[end]
                 end += 1
             chunks.append(self._generate_chunk(prompts[start:end], torch.tensor(copies[start:end]),
-                                               torch.tensor(budgets[start:end]), greedy, tally, start))
+                                               torch.tensor(budgets[start:end]), greedy, tally, start, temperature))
             start = end
         rollouts = concat_rollouts(chunks, self.pad_id)
         rollouts.prompt_index = torch.arange(len(prompts)).repeat_interleave(torch.tensor(copies))
         return rollouts
 
     def _generate_chunk(self, prompts: list[list[int]], copies: torch.Tensor, budgets: torch.Tensor, greedy: bool,
-                        tally, first_prompt: int):
+                        tally, first_prompt: int, temperature: float | None = None):
         distinct_ids, distinct_mask = left_pad(prompts, self.pad_id)
         prompt_ids = distinct_ids.repeat_interleave(copies, dim=0)
         prompt_mask = distinct_mask.repeat_interleave(copies, dim=0)
         budgets = budgets.repeat_interleave(copies)
-        temperature = 1.0 if greedy else self.temperature
+        temperature = 1.0 if greedy else (self.temperature if temperature is None else temperature)
         groups = None
         if tally is not None:
             groups = tally.groups_of(first_prompt, len(prompts)).repeat_interleave(copies)

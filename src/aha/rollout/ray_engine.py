@@ -104,9 +104,9 @@ class RolloutWorker:
         self.engine.close()
 
     def generate(self, prompts: list[list[int]], group_size: int, greedy: bool, max_new_tokens: int | None,
-                 seed: int) -> Rollouts:
+                 temperature: float | None, seed: int) -> Rollouts:
         torch.manual_seed(seed)
-        return self.engine.generate(prompts, group_size, greedy, max_new_tokens)
+        return self.engine.generate(prompts, group_size, greedy, max_new_tokens, temperature)
 
     def generate_partial(self, prompts: list[list[int]], plan: PartialRound, seed: int) -> Rollouts:
         torch.manual_seed(seed)
@@ -201,18 +201,19 @@ class RayEngine(EngineSettings):
         return next((i for i, a in enumerate(self.actors) if a is actor), None)
 
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
-                 max_new_tokens: int | None = None) -> Rollouts:
-        return self.collect(self.submit(prompts, group_size, greedy, max_new_tokens))
+                 max_new_tokens: int | None = None, temperature: float | None = None) -> Rollouts:
+        return self.collect(self.submit(prompts, group_size, greedy, max_new_tokens, temperature))
 
     def submit(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
-               max_new_tokens: int | None = None) -> Submitted:
+               max_new_tokens: int | None = None, temperature: float | None = None) -> Submitted:
         """Start sampling (on the workers' current weights, the newest handed over first)
         and return at once; collect() waits for the result. Asynchronous training samples
         the next step so while the learner updates."""
         count = len(self.actors)
         bounds = [round(i * len(prompts) / count) for i in range(count + 1)]
         shares = [(bounds[i], bounds[i + 1]) for i in range(count) if bounds[i + 1] > bounds[i]]
-        calls = [("generate", (prompts[start:end], group_size, greedy, max_new_tokens)) for start, end in shares]
+        calls = [("generate", (prompts[start:end], group_size, greedy, max_new_tokens, temperature))
+                 for start, end in shares]
         return self._start(calls, [(end - start) * group_size for start, end in shares],
                            torch.arange(len(prompts)).repeat_interleave(group_size))
 

@@ -39,6 +39,9 @@ class Rollouts:
     # (N, T) float: 1 on completion tokens the environment wrote (a multi-turn episode's
     # observations); None for single-turn completions, where every token is the policy's
     observation_mask: torch.Tensor | None = None
+    # (N,) the temperature each row was sampled at, where a group mixes temperatures
+    # (rollout.temperatures); None: all at the engine's one
+    temperature: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -63,6 +66,7 @@ class Rollouts:
             None if self.certainty is None else self.certainty[index],
             None if self.unfinished is None else self.unfinished[index],
             None if self.observation_mask is None else self.observation_mask[index],
+            None if self.temperature is None else self.temperature[index],
         )
 
 
@@ -117,6 +121,27 @@ def rollouts_from_samples(prompts: list[list[int]], samples: list[tuple[list[int
                     None if unfinished is None else torch.tensor(unfinished, dtype=torch.bool))
 
 
+def rollouts_with_inserts(prompts: list[list[int]], tokens: list[list[int]], policy: list[list[bool]],
+                          logprobs: list[list[float]], prompt_index: torch.Tensor, truncated: list[bool],
+                          tokenizer, pad_id: int) -> Rollouts:
+    """Rollouts of completions that hold tokens the policy did not sample (an environment's
+    turn, a forced "Wait"): policy[i][j] says whether token j of row i was sampled, and so
+    trained on (completion_mask); the others are in observation_mask, with log-prob 0."""
+    N, width = len(tokens), max(1, max(len(t) for t in tokens))
+    completion = torch.full((N, width), pad_id, dtype=torch.long)
+    mine, inserted, lps = torch.zeros(N, width), torch.zeros(N, width), torch.zeros(N, width)
+    for i, row in enumerate(tokens):
+        n = len(row)
+        completion[i, :n] = torch.tensor(row, dtype=torch.long)
+        sampled = torch.tensor(policy[i], dtype=torch.bool)
+        mine[i, :n], inserted[i, :n] = sampled.float(), (~sampled).float()
+        lps[i, :n] = torch.tensor(logprobs[i], dtype=torch.float32)
+    prompt_ids, prompt_mask = left_pad(prompts, pad_id)
+    return Rollouts(prompt_ids, prompt_mask, completion, mine, lps, prompt_index,
+                    tokenizer.batch_decode(completion, skip_special_tokens=True),
+                    torch.tensor(truncated, dtype=torch.bool), observation_mask=inserted)
+
+
 def _pad_to(t: torch.Tensor, width: int, value, left: bool = False) -> torch.Tensor:
     extra = width - t.shape[1]
     if extra == 0:
@@ -146,4 +171,13 @@ def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
         observation_mask=None if all(p.observation_mask is None for p in parts) else torch.cat(
             [_pad_to(torch.zeros(p.completion_mask.shape) if p.observation_mask is None else p.observation_mask, T, 0.0)
              for p in parts]),
+        temperature=_stacked_temperatures(parts),
     )
+
+
+def _stacked_temperatures(parts: list[Rollouts]) -> torch.Tensor | None:
+    if all(p.temperature is None for p in parts):
+        return None
+    if any(p.temperature is None for p in parts):
+        raise ValueError("cannot stack rollouts with per-row temperatures and rollouts without them")
+    return torch.cat([p.temperature for p in parts])

@@ -172,13 +172,14 @@ class VLLMEngine(EngineSettings):
         self.sync_seconds += time.time() - t0
 
     def generate(self, prompts: list[list[int]], group_size: int = 1, greedy: bool = False,
-                 max_new_tokens: int | None = None) -> Rollouts:
+                 max_new_tokens: int | None = None, temperature: float | None = None) -> Rollouts:
         if self._stale:
             self._push_weights()
         # temperature 0 is vLLM's greedy; its log-probs are then those of the raw distribution,
         # as the HF engine reports for greedy decoding
         groups = self._call("generate", prompts=[list(map(int, p)) for p in prompts], n=group_size,
-                            temperature=0.0 if greedy else self.temperature, top_p=1.0 if greedy else self.top_p,
+                            temperature=0.0 if greedy else (self.temperature if temperature is None else temperature),
+                            top_p=1.0 if greedy else self.top_p,
                             max_tokens=max_new_tokens or self.max_new_tokens, stop_token_ids=self.eos_ids)
         samples = [sample for group in groups for sample in group]
         return rollouts_from_samples([prompt for prompt in prompts for _ in range(group_size)],

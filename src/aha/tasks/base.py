@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +19,8 @@ class Task:
     (extra fields are kept and passed to reward functions)."""
 
     name: str
-    train: list[dict]
-    eval: list[dict]
+    train: Sequence[dict]  # a list, or StreamedSamples (task.stream): read from disk when indexed
+    eval: Sequence[dict]
     system_prompt: str | None = None
     few_shot: list[dict] = field(default_factory=list)
 
@@ -38,9 +39,9 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
             raise TaskError("task.eval_data is required with task.data (held-out samples for eval), unless task.data "
                             "is a datasets folder of several splits that holds them (task.eval_split)")
         fields = Fields(cfg.prompt_field, cfg.answer_field, cfg.prompt_template)
-        train = load_samples(data, fields, cfg.split)
+        train = load_samples(data, fields, cfg.split, cfg.stream)
         held_out = load_samples(data if cfg.eval_data is None else resolve_path(cfg.eval_data, base), fields,
-                                cfg.eval_split)
+                                cfg.eval_split, cfg.stream)
         name = cfg.name or data.stem
     elif cfg.name == "arithmetic" or (cfg.name is None and cfg.eval_data is None):
         # no name and no file: the default task, so `task.num_eval=50` alone keeps it

@@ -9,9 +9,9 @@ import datetime
 import json
 from decimal import Decimal
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-from aha.jsonl import read_jsonl
 from aha.tasks.errors import TaskError
 
 EXTRA_CELLS = "\0extra"  # csv's key for cells past the header's (no header can be named so)
@@ -36,7 +36,7 @@ def read_rows(path: Path, split: str | None = None) -> list[tuple[str, Any]]:
         if suffix == ".json" and path.read_text(encoding="utf-8-sig").lstrip().startswith("["):
             return _json_array_rows(path)
         # .jsonl, a .json that is not one array, and anything else: JSON lines
-        return [(f"{path}:{line}", row) for line, row in read_jsonl(path, TaskError)]
+        return [(where, row) for where, row, _ in _jsonl_rows(path)]
     except TaskError as err:
         if suffix in (".jsonl", ".json"):
             raise
@@ -82,28 +82,88 @@ def _plain(value):
 
 
 def _csv_rows(path: Path, delimiter: str) -> list[tuple[str, Any]]:
-    """Rows as {header: text}; a line with more or fewer cells than the header is an error
-    (csv would silently pad or collect them)."""
-    rows = []
+    return [(where, row) for where, row, _ in _csv_records(path, delimiter)]
+
+
+class _Lines:
+    """A binary file's lines as text, for csv, knowing the byte offset of the next one (a
+    record may span lines: its offset is that of its first)."""
+
+    def __init__(self, f, offset: int):
+        self.f, self.next_offset = f, offset
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        raw = self.f.readline()
+        if not raw:
+            raise StopIteration
+        self.next_offset += len(raw)
+        return raw.decode("utf-8")
+
+
+def _csv_records(path: Path, delimiter: str, start: tuple[int, int] | None = None,
+                 header: list[str] | None = None) -> Iterator[tuple[str, dict, tuple[int, int]]]:
+    """(where, {header: text}, (byte offset, line)) for each record; from `start` (a record's
+    offset and line, with the header read before) when given. A line with more or fewer cells
+    than the header is an error (csv would silently pad or collect them)."""
     csv.field_size_limit(2**31 - 1)  # csv refuses cells over 128 KiB by default: long-context prompts are longer
-    with open(path, newline="", encoding="utf-8-sig") as f:  # Excel's "CSV UTF-8" starts with a BOM
-        reader = csv.DictReader(f, delimiter=delimiter, restkey=EXTRA_CELLS)
+    with open(path, "rb") as f:
+        offset = 3 if start is None and f.read(3) == b"\xef\xbb\xbf" else 0  # Excel's "CSV UTF-8" starts with a BOM
+        f.seek(start[0] if start is not None else offset)
+        lines = _Lines(f, start[0] if start is not None else offset)
+        reader = csv.reader(lines, delimiter=delimiter)
+        first_line = start[1] if start is not None else 1
         try:
-            for row in reader:
-                where = f"{path}:{reader.line_num}"
-                extra = row.pop(EXTRA_CELLS, [])
-                if extra or None in row.values():
-                    cells = sum(value is not None for value in row.values()) + len(extra)
-                    raise TaskError(f"{where}: {cells} cells where the header ({path}:1) has {len(reader.fieldnames)}")
-                rows.append((where, row))
+            if header is None:
+                header = next(reader, None)
+                if header is None:
+                    return
+            while True:
+                at, line = lines.next_offset, first_line + reader.line_num
+                cells = next(reader, None)
+                if cells is None:
+                    return
+                if not cells:  # a blank line
+                    continue
+                where = f"{path}:{line}"
+                if len(cells) != len(header):
+                    raise TaskError(f"{where}: {len(cells)} cells where the header ({path}:1) has {len(header)}")
+                yield where, dict(zip(header, cells)), (at, line)
         except csv.Error as err:
-            raise TaskError(f"{path}:{reader.line_num}: not valid CSV ({err})") from None
+            raise TaskError(f"{path}:{first_line + reader.line_num - 1}: not valid CSV ({err})") from None
         except UnicodeDecodeError as err:
             raise TaskError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    return rows
+
+
+def _jsonl_rows(path: Path, start: int | None = None) -> Iterator[tuple[str, Any, tuple[int, int]]]:
+    """(where, value, (byte offset, line)) for each non-blank line of a JSON-lines file (from
+    the line at `start`, a (byte offset, line) pair, when given). Lines end at \n only (not at
+    U+2028 and the like inside strings); a byte-order mark is not data."""
+    with open(path, "rb") as f:
+        offset, number = start if start is not None else (0, 1)
+        f.seek(offset)
+        for raw in f:
+            text = raw.decode("utf-8")
+            if number == 1:
+                text = text.removeprefix("\ufeff")
+            if text.strip():
+                try:
+                    yield f"{path}:{number}", json.loads(text), (offset, number)
+                except json.JSONDecodeError as err:
+                    raise TaskError(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno})") from None
+            offset += len(raw)
+            number += 1
 
 
 def _dataset_rows(path: Path, split: str | None) -> list[tuple[str, Any]]:
+    data, label = _dataset(path, split)
+    return [(f"{label} row {index}", _plain(row)) for index, row in enumerate(data, start=1)]
+
+
+def _dataset(path: Path, split: str | None):
+    """The Dataset (Arrow, memory-mapped) of a save_to_disk folder, and its label for errors."""
     try:
         from datasets import Dataset, DatasetDict, load_from_disk
     except ImportError:
@@ -123,4 +183,79 @@ def _dataset_rows(path: Path, split: str | None) -> list[tuple[str, Any]]:
         data, label = data[split], f"{path}[{split}]"
     if not isinstance(data, Dataset):
         raise TaskError(f"{path}: expected a Dataset or DatasetDict, got {type(data).__name__}")
-    return [(f"{label} row {index}", _plain(row)) for index, row in enumerate(data, start=1)]
+    return data, label
+
+
+class StreamedRows:
+    """The rows of a data file kept on disk (task.stream): one pass over them (__iter__:
+    where, row and where to find it again), then fetch(position) reads one row back. JSON
+    lines and CSV / TSV are re-read at the row's byte offset; a datasets folder is Arrow
+    memory-mapped from disk, and a Parquet file is first converted by `datasets` to such a
+    memory-mapped Arrow file in its cache (~/.cache/huggingface/datasets). A .json array is
+    one JSON value: it cannot be read a row at a time."""
+
+    def __init__(self, path: Path, split: str | None = None):
+        self.path, self.split = Path(path), split
+        self.dataset = self.label = None
+        suffix = self.path.suffix.lower()
+        if self.path.is_dir():
+            self.kind = "dataset"
+            self.dataset, self.label = _dataset(self.path, split)
+        elif not self.path.is_file():
+            raise TaskError(f"data file not found: {self.path}")
+        elif suffix == ".parquet":
+            self.kind = "dataset"
+            self.dataset, self.label = _parquet_dataset(self.path), str(self.path)
+        elif suffix in (".csv", ".tsv"):
+            self.kind, self.delimiter = "csv", "\t" if suffix == ".tsv" else ","
+            self.header = _csv_header(self.path, self.delimiter)
+        elif suffix == ".json" and _starts_with_bracket(self.path):
+            raise TaskError(f"{self.path}: a .json array cannot be streamed (task.stream reads a row at a time): "
+                            "write it as JSON lines, one object a line")
+        else:
+            self.kind = "jsonl"
+
+    def __iter__(self) -> Iterator[tuple[str, Any, Any]]:
+        if self.kind == "dataset":
+            for index in range(len(self.dataset)):
+                yield f"{self.label} row {index + 1}", _plain(self.dataset[index]), index
+        elif self.kind == "csv":
+            yield from _csv_records(self.path, self.delimiter)
+        else:
+            yield from _jsonl_rows(self.path)
+
+    def fetch(self, position) -> tuple[str, Any]:
+        if self.kind == "dataset":
+            return f"{self.label} row {position + 1}", _plain(self.dataset[int(position)])
+        if self.kind == "csv":
+            where, row, _ = next(_csv_records(self.path, self.delimiter, tuple(position), self.header))
+        else:
+            where, row, _ = next(_jsonl_rows(self.path, tuple(position)))
+        return where, row
+
+
+def _csv_header(path: Path, delimiter: str) -> list[str]:
+    with open(path, "rb") as f:
+        if f.read(3) != b"\xef\xbb\xbf":
+            f.seek(0)
+        try:
+            return next(csv.reader(_Lines(f, f.tell()), delimiter=delimiter), [])
+        except (csv.Error, UnicodeDecodeError) as err:
+            raise TaskError(f"{path}:1: not a readable CSV header ({err})") from None
+
+
+def _starts_with_bracket(path: Path) -> bool:
+    with open(path, "rb") as f:
+        head = f.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return head.lstrip().startswith("[")
+
+
+def _parquet_dataset(path: Path):
+    try:
+        from datasets import Dataset
+    except ImportError:
+        raise TaskError(f"{path}: streaming Parquet needs datasets (pip install 'aha[data]')") from None
+    try:
+        return Dataset.from_parquet(str(path))
+    except Exception as err:  # noqa: BLE001 - pyarrow's errors for a damaged file are many
+        raise TaskError(f"{path}: not a readable Parquet file ({type(err).__name__}: {err})") from None

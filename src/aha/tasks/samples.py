@@ -7,11 +7,13 @@ instead of an answer."""
 from __future__ import annotations
 
 import string
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from aha.tasks.errors import TaskError
-from aha.tasks.files import read_rows
+from aha.tasks.files import StreamedRows, read_rows
 from aha.tasks.prompts import check_prompt
 
 ANSWER_OR = "tests"  # a code task's reference is its tests
@@ -26,8 +28,17 @@ def read_prompt_rows(path: Path, missing, file_label: str, row_label: str, split
     TaskError naming the file and row. Task files and training data (sft, pairs) share it."""
     if not Path(path).exists():
         raise TaskError(f"{file_label} file not found: {path}")
-    rows = []
-    for where, row in read_rows(Path(path), split):
+    rows = [(where, row) for where, row, _ in checked_rows(((w, r, None) for w, r in read_rows(Path(path), split)),
+                                                           missing, transform)]
+    if not rows:
+        raise TaskError(f"{path}: no {row_label} (empty file)")
+    return rows
+
+
+def checked_rows(rows, missing, transform=None):
+    """(where, row, position) for each of rows (where, raw row, position), checked and
+    transformed as read_prompt_rows says, one at a time."""
+    for where, row, position in rows:
         if not isinstance(row, dict):
             raise TaskError(f"{where}: each row must be an object of fields, got {type(row).__name__}")
         absent = missing(row)
@@ -38,10 +49,7 @@ def read_prompt_rows(path: Path, missing, file_label: str, row_label: str, split
         problem = check_prompt(row["prompt"], where)
         if problem:
             raise TaskError(problem)
-        rows.append((where, row))
-    if not rows:
-        raise TaskError(f"{path}: no {row_label} (empty file)")
-    return rows
+        yield where, row, position
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,13 @@ class Fields:
         return [name for _, name, _, _ in string.Formatter().parse(self.template or "") if name is not None]
 
 
-def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None) -> list[dict]:
+def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None,
+                 stream: bool = False) -> list[dict] | StreamedSamples:
     """The task samples of a data file: each row's prompt (its prompt field, or the template
     filled from its fields) and answer (its answer field, or tests) under aha's names, its
-    other fields kept, and an id (file:row unless the row has one)."""
+    other fields kept, and an id (file:row unless the row has one). stream: every row is
+    checked in one pass, but only where it is (and its id) is kept; a sample is read from disk
+    when it is asked for (StreamedSamples)."""
     try:
         names = fields.placeholders()
     except ValueError as err:  # a lone { or }
@@ -68,9 +79,38 @@ def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None
         if not name.isidentifier():
             raise TaskError(f"task.prompt_template: {{{name}}} is not a field name (a placeholder names one field "
                             "of the row, as {question}; write {{ and }} for literal braces)")
+    shape = _SampleShape(fields, str(Path(path).parent) + "/")
+    if not Path(path).exists():
+        raise TaskError(f"task data file not found: {path}")
+    source = StreamedRows(Path(path), split) if stream else None
+    rows = iter(source) if stream else ((w, r, None) for w, r in read_rows(Path(path), split))
+    samples, positions, seen = [], [], {}
+    for where, sample, position in checked_rows(rows, shape.missing, shape.as_sample):
+        key = str(sample["id"])
+        if not key.strip() or key in seen:  # a curriculum, aha select and pass@k caches key samples by id
+            raise TaskError(f"{where}: id {sample['id']!r} " + ("is empty" if not key.strip() else
+                            f"is also the id of {source.fetch(seen[key])[0] if stream else seen[key]}") + ": each sample needs its own id (or none: aha "
+                            "then names it by its file and row)")
+        # streaming keeps the first row's position, not its text: an error reads it back
+        seen[key] = where if not stream else position
+        if stream:
+            positions.append(position)
+        else:
+            samples.append(sample)
+    if not seen:
+        raise TaskError(f"{path}: no samples (empty file)")
+    return StreamedSamples(source, positions, shape) if stream else samples
 
-    def as_sample(row: dict, where: str) -> dict:
-        sample = dict(row)
+
+@dataclass(frozen=True)
+class _SampleShape:
+    """How a row of a task file becomes a sample (load_samples)."""
+
+    fields: Fields
+    folder: str  # the data file's folder, left out of default ids
+
+    def as_sample(self, row: dict, where: str) -> dict:
+        fields, sample = self.fields, dict(row)
         if fields.template is not None:
             try:
                 sample["prompt"] = fields.template.format_map(row)
@@ -84,25 +124,39 @@ def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None
                                 for m in sample["prompt"]]
         if fields.answer in row:
             sample["answer"] = row[fields.answer]
+        # where without the folder: "train.jsonl:12", "train.parquet row 12", "ds[test] row 12"
+        sample.setdefault("id", where.removeprefix(self.folder))
         return sample
 
-    def missing(row: dict) -> str | None:
+    def missing(self, row: dict) -> str | None:
+        fields = self.fields
         wanted = fields.placeholders() if fields.template is not None else [fields.prompt]
         absent = [name for name in wanted if name not in row]
         if fields.answer not in row and ANSWER_OR not in row:
             absent.append(f"{fields.answer} (or {ANSWER_OR}, for a code task)")
         return ", ".join(absent) or None
 
-    samples, seen = [], {}
-    folder = str(Path(path).parent) + "/"
-    for where, sample in read_prompt_rows(path, missing, "task data", "samples", split, transform=as_sample):
-        # where without the folder: "train.jsonl:12", "train.parquet row 12", "ds[test] row 12"
-        sample.setdefault("id", where.removeprefix(folder))
-        key = str(sample["id"])
-        if not key.strip() or key in seen:  # a curriculum, aha select and pass@k caches key samples by id
-            raise TaskError(f"{where}: id {sample['id']!r} " + ("is empty" if not key.strip() else
-                            f"is also the id of {seen[key]}") + ": each sample needs its own id (or none: aha "
-                            "then names it by its file and row)")
-        seen[key] = where
-        samples.append(sample)
-    return samples
+
+class StreamedSamples(Sequence):
+    """A task's samples left on disk (task.stream): a list-like view that reads sample i from
+    the file when it is asked for. Only where each row is (a byte offset and line, or an Arrow
+    row index) stays in memory."""
+
+    def __init__(self, source: StreamedRows, positions: list, shape: _SampleShape):
+        self.source, self.shape = source, shape
+        if positions and isinstance(positions[0], tuple):  # byte offset and line of each row, as two int64 arrays
+            self.offsets, self.lines = array("q", (p[0] for p in positions)), array("q", (p[1] for p in positions))
+        else:
+            self.offsets, self.lines = array("q", positions), None
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        position = self.offsets[index] if self.lines is None else (self.offsets[index], self.lines[index])
+        where, row = self.source.fetch(position)
+        return self.shape.as_sample(row, where)

@@ -12,6 +12,7 @@ from aha.config import AlgorithmConfig, RolloutConfig
 from aha.envs import EpisodeRunner
 from aha.rewards import CompositeReward
 from aha.rollout import Engine, Rollouts
+from aha.rollout.interventions import continuations, continue_tokens, sample_groups
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.training.batch import Batch, concat_batches, group_rows
 from aha.training.partial import PartialRollouts
@@ -94,6 +95,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     kept: list[Batch] = []
     raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
     failures: Counter = Counter()
+    row_temperatures, continued = [], []  # each row's temperature (or None), its forced continuations
     zero_var = groups_seen = kept_groups = 0
     examples: list[dict] = []
     texts: list[str] = []
@@ -111,7 +113,8 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
             chosen = sampler.next(rollout.prompts_per_step)
             prompts = encode_prompts(engine.tokenizer, task, chosen)
             episodes = env.play(engine, task, chosen, G) if env is not None else None
-            rollouts = episodes.rollouts if episodes is not None else engine.generate(prompts, group_size=G)
+            rollouts = episodes.rollouts if episodes is not None else sample_groups(
+                engine, prompts, G, rollout.temperatures, rollout.force_continue, rollout.continue_text)
         seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
         result = episodes.result if episodes is not None else reward.score(rollouts.texts, seq_samples)
         texts += rollouts.texts
@@ -129,6 +132,9 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         right = (result.total >= algo.length_correct_min).view(-1, G).sum(dim=1).tolist()
         sampler.observe(chosen, right, G, version + 1)
         raw.append(result.total)
+        row_temperatures.append(rollouts.temperature)
+        if rollout.force_continue:
+            continued.append(continuations(rollouts, len(continue_tokens(engine.tokenizer, rollout.continue_text))))
         shaped.append(rewards)
         lengths.append(rollouts.lengths())
         truncated.append(rollouts.truncated.float())
@@ -140,7 +146,8 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
             examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i].get("answer"),
                          "completion": rollouts.texts[i], "reward": float(rewards[i]),
                          **{k: float(v[i]) for k, v in result.components.items()},
-                         **(episodes.episodes[i].record() if episodes is not None else {})}
+                         **(episodes.episodes[i].record() if episodes is not None else {}),
+                         **_interventions(rollouts, i, continued[-1] if continued else None)}
                         for i in range(0, len(rollouts), max(1, G))]
         if algo.reward_noise:
             rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
@@ -186,6 +193,7 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
         "groups/sampled": groups_seen,
         "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
         "groups/trained": kept_groups,
+        **_intervention_stats(rollout, torch.cat(raw), torch.cat(lengths), row_temperatures, continued),
         **(partial.last_stats if partial is not None else {}),  # of the step's last round
         **sampler.stats(),
     }
@@ -194,3 +202,31 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
                 for b in kept]
     batch = concat_batches(kept, engine.pad_id) if kept else None
     return batch, stats, examples, (texts, text_samples)
+
+
+def _interventions(rollouts: Rollouts, row: int, continued: torch.Tensor | None) -> dict:
+    """What the rollout interventions did to one example (samples.jsonl)."""
+    out = {}
+    if rollouts.temperature is not None:
+        out["temperature"] = float(rollouts.temperature[row])
+    if continued is not None:
+        out["continuations"] = int(continued[row])
+    return out
+
+
+def _intervention_stats(rollout: RolloutConfig, raw: torch.Tensor, lengths: torch.Tensor,
+                        temperatures: list[torch.Tensor | None], continued: list[torch.Tensor]) -> dict:
+    """Per temperature (multi-temperature groups): the verifier's mean and the mean length;
+    forced continuations: the share of completions made to go on, and how often on average."""
+    stats = {}
+    if rollout.temperatures and all(t is not None for t in temperatures):
+        per_row = torch.cat(temperatures)
+        for t in sorted(set(rollout.temperatures)):
+            rows = per_row == t
+            stats[f"temperature/{t:g}/verifier_mean"] = finite_mean(raw[rows])
+            stats[f"temperature/{t:g}/length_mean"] = float(lengths[rows].mean()) if rows.any() else 0.0
+    if rollout.force_continue:
+        counts = torch.cat(continued)
+        stats["rollout/continued_frac"] = float((counts > 0).float().mean())
+        stats["rollout/continuations_mean"] = float(counts.mean())
+    return stats

@@ -94,7 +94,8 @@ class _HeadStats(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # fp32 inside autocast too
     def forward(ctx, hidden, weight, bias, targets, inv_temp: float, grad_dtype: torch.dtype):
-        z = FP32Head(weight, bias)(hidden).mul_(inv_temp)
+        scale = inv_temp[:, None] if isinstance(inv_temp, torch.Tensor) else inv_temp  # one a row: per-row temperatures
+        z = FP32Head(weight, bias)(hidden).mul_(scale)
         M = z.shape[0]
         logp, ent, lse = (z.new_empty(M) for _ in range(3))
         for s in range(0, M, HEAD_CHUNK_ROWS):
@@ -125,7 +126,7 @@ class _HeadStats(torch.autograd.Function):
                     chunk.sub_(p.mul_(grad_logp[rows, None]))
             if grad_logp is not None:
                 chunk[torch.arange(chunk.shape[0]), targets[rows]] += grad_logp[rows]
-            g[rows] = chunk.mul_(ctx.inv_temp)
+            g[rows] = chunk.mul_(ctx.inv_temp[rows, None] if isinstance(ctx.inv_temp, torch.Tensor) else ctx.inv_temp)
         grad_h = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
             grad_h = (g @ weight.to(ctx.grad_dtype)).to(hidden.dtype)
@@ -136,10 +137,12 @@ class _HeadStats(torch.autograd.Function):
         return grad_h, grad_w, grad_b, None, None, None
 
 
-def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, temperature: float,
-                entropy: str = "none", grad_dtype: torch.dtype | None = None) -> TokenStats:
-    """Log-probs of targets under the LM head at the sampling temperature; entropy
-    "none" | "detached" (for logging) | "grad" (for an entropy bonus).
+def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+                temperature: float | torch.Tensor, entropy: str = "none",
+                grad_dtype: torch.dtype | None = None) -> TokenStats:
+    """Log-probs of targets under the LM head at the sampling temperature (one for all rows,
+    or an (N,) tensor: each row's own); entropy "none" | "detached" (for logging) | "grad"
+    (for an entropy bonus).
 
     The head runs in fp32 on the masked positions only (see _HeadStats); with grad_dtype
     bf16 its backward's matmuls run in bf16 (None: bf16 when called under bf16 autocast)."""
@@ -147,9 +150,12 @@ def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.
         grad_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
     head = plain_head(model)
     if head is None:  # a head with its own forward: run it as it is
-        return _token_stats_reference(model.get_output_embeddings()(hidden).float() / temperature, targets, mask, entropy)
+        per_row = temperature.view(-1, 1, 1) if isinstance(temperature, torch.Tensor) else temperature
+        return _token_stats_reference(model.get_output_embeddings()(hidden).float() / per_row, targets, mask, entropy)
     keep = mask.bool()
-    logp, ent = _HeadStats.apply(hidden[keep], head.weight, head.bias, targets[keep], 1.0 / temperature, grad_dtype)
+    inv_temp = (1.0 / temperature.float()).view(-1, 1).expand(mask.shape)[keep] \
+        if isinstance(temperature, torch.Tensor) else 1.0 / temperature
+    logp, ent = _HeadStats.apply(hidden[keep], head.weight, head.bias, targets[keep], inv_temp, grad_dtype)
     logprobs = hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, logp)
     if entropy == "none":
         return TokenStats(logprobs, None)

@@ -47,6 +47,11 @@ class Shape:
     temperature: float
     dtype: torch.dtype
 
+    def temperature_of(self, rollouts, rows: slice) -> float | torch.Tensor:
+        """The temperature rows were sampled at: the run's, or each row's own where a group
+        mixes temperatures (rollout.temperatures)."""
+        return self.temperature if rollouts.temperature is None else rollouts.temperature[rows]
+
     def micro_slices(self, n: int):
         step = max(self.group_size, self.micro_batch_size // self.group_size * self.group_size)
         return [slice(s, s + step) for s in range(0, n, step)]
@@ -75,7 +80,7 @@ def forward_logprobs(model, batch: Batch, shape: Shape) -> torch.Tensor:
     """(N, T) log-probs of the batch's completions under model (no gradient)."""
     ro = batch.rollouts
     head = lambda hidden, sl, w: token_stats(model, hidden, ro.completion_ids[sl, :w], ro.completion_mask[sl, :w],
-                                             shape.temperature).logprobs
+                                             shape.temperature_of(ro, sl)).logprobs
     return _per_token(batch, shape, model, model.base_model, head)
 
 
@@ -152,7 +157,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         with autocast(shape.dtype):
             hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
         stats = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
-                            shape.temperature, entropy_mode, grad_dtype=shape.dtype)
+                            shape.temperature_of(ro, sl), entropy_mode, grad_dtype=shape.dtype)
         logp, old = stats.logprobs, batch.old_logprobs[sl, :width]
         loss_tok, clipped = policy_loss(algo, logp, old, batch.advantages[sl, :width], m)
         if batch.is_weights is not None:

@@ -5,8 +5,8 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).parent.parent / "src" / "aha"
-# lower number = lower layer; config.py and jsonl.py are plain data and helpers, read by every layer
-LAYER = {"algorithms": 0, "models": 1, "rollout": 2, "rewards": 2, "tasks": 2, "eval": 3, "tracking": 3,
+# lower number = lower layer; config/ and jsonl.py are plain data and helpers, read by every layer
+LAYER = {"algorithms": 0, "models": 1, "rollout": 2, "rewards": 2, "tasks": 2, "envs": 3, "eval": 3, "tracking": 3,
          "training": 4, "cli": 5}
 
 

@@ -75,6 +75,38 @@ def test_sampled_logprobs_are_the_learners_and_greedy_answers_the_hf_engines(tie
     assert torch.allclose(greedy.sampling_logprobs, reference.sampling_logprobs, atol=1e-5)
 
 
+def test_mixed_temperatures_and_episodes_keep_the_learners_logprobs(tied):
+    """vLLM samples a multi-temperature group at each row's temperature, and multi-turn
+    episodes token in, token out: the learner's log-probs of every policy token equal vLLM's."""
+    from aha.envs import Turn, run_episodes
+    from aha.rollout.interventions import generate_mixed
+
+    model, engine = tied
+    mixed = generate_mixed(engine, prompts(engine.tokenizer), G, [0.5, 2.0])
+    assert mixed.temperature.tolist() == [0.5, 2.0] * (3 * G // 2)
+    learner = forward_logprobs(model, Batch(mixed, torch.zeros(len(mixed))), Shape(G, 16, False, 1.0, torch.float32))
+    policy = mixed.completion_mask.bool()
+    assert float((learner - mixed.sampling_logprobs).abs()[policy].max()) < 1e-4
+
+    class Twice:
+        def __init__(self, reward=None):
+            self.turns = 0
+
+        def reset(self, sample):
+            return sample["prompt"]
+
+        def step(self, action):
+            self.turns += 1
+            return Turn(float(self.turns), self.turns == 2, "Once more.")
+
+    played = run_episodes(engine, Task("t", [], []), Twice, [{"id": "a", "prompt": "What is 3 * 4?"}], 2, 3)
+    ro = played.rollouts
+    assert ro.observation_mask.sum() > 0 and [len(e.actions) for e in played.episodes] == [2, 2]
+    learner = forward_logprobs(model, Batch(ro, torch.zeros(len(ro))), Shape(2, 16, False, 1.0, torch.float32))
+    policy = ro.completion_mask.bool()
+    assert float((learner - ro.sampling_logprobs).abs()[policy].max()) < 1e-4
+
+
 @pytest.mark.parametrize("part", ["embed_tokens", "mlp", "self_attn", "norm"])
 def test_new_weights_reach_the_running_worker(tied, part):
     model, engine = tied

@@ -9,7 +9,7 @@ score is the heads' ensemble score read at the last token. It is a batched rewar
 other, and `eval.rank_by` ranks samples by it.
 
 Torch is imported only here, and this module only when a config names a reward model:
-config.py and the reward worker processes stay torch-free."""
+aha.config and the reward worker processes stay torch-free."""
 
 from __future__ import annotations
 

@@ -242,3 +242,17 @@ def test_stream_config_errors(tmp_path):
         Config(task={"name": "arithmetic", "stream": True})
     with pytest.raises(ValueError, match="not with task.stream"):
         Config(task={"data": str(array), "eval_data": str(array), "stream": True}, curriculum={"filter": True})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_line_ends_and_encodings_users_files_have(tmp_path, stream):
+    """Old Mac CSV exports end lines with a lone \\r; a quoted cell may hold a line break; a
+    file that is not UTF-8 is an error naming its line and byte, streamed or not."""
+    mac = tmp_path / "mac.csv"
+    mac.write_bytes(b"prompt,answer\r2 + 2?,4\r\"two\r\nlines\",5\r")
+    task = build_task(TaskConfig(data=str(mac), eval_data=str(mac), stream=stream))
+    assert [s["prompt"] for s in task.train] == ["2 + 2?", "two\r\nlines"] and task.train[1]["id"] == "mac.csv:3"
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"prompt": "a", "answer": "1"}\n{"prompt": "caf\xe9", "answer": "2"}\n')
+    with pytest.raises(TaskError, match=r"latin\.jsonl:2: not UTF-8 text \(invalid continuation byte at byte 46\)"):
+        build_task(TaskConfig(data=str(latin), eval_data=str(latin), stream=stream))

@@ -115,7 +115,11 @@ def test_the_bridge_is_the_chat_template_of_the_whole_conversation():
                            {"role": "user", "content": "No."}])
     assert prompt + answer + bridge.ids("No.", answer[-1]) == conversation
     # a turn cut at its budget (no stop token) is closed by the bridge
-    assert bridge.ids("No.", answer[-2])[0] == answer[-1]
+    assert bridge.ids("No.", None)[0] == answer[-1]
+    # what the environment says is text: a tool printing the template's markup does not end a turn
+    markup = bridge.ids("<|im_end|>", None)
+    assert markup.count(answer[-1]) == 2  # the bridge's own two ends of turn, not the observation's
+    assert "<|im_end|>" in tokenizer.decode(markup[markup.index(answer[-1], 1) - 10:], skip_special_tokens=True)
     tokenizer.chat_template = None  # a base model: labelled turns, as aha writes a conversation for it
     assert TurnBridge(tokenizer).text("No.") == "\n\nUser: No.\n\nAssistant:"
 
@@ -150,6 +154,37 @@ def test_an_environment_that_breaks_its_contract_is_named(engine):
         check_turn(Turn(0.0, True, info={"x": float("nan")}), "e")
 
 
+def test_a_failed_verdict_is_a_failed_episode(engine):
+    """The reward raised on the answer: the turn's reward is NaN and the episode ends, so the
+    step counts it in reward/failed and gives it no advantage (not a silent 0)."""
+    env = TryAgain(build_reward([RewardSpec(fn="numeric_answer")]))
+    env.reset({"id": "x", "prompt": "What?", "answer": "not a number"})  # numeric_answer raises on this reference
+    turn = env.step("42")
+    assert turn.done and turn.reward != turn.reward  # NaN
+    played = run_episodes(engine, Task("t", [], []), lambda: TryAgain(build_reward([RewardSpec(fn="numeric_answer")])),
+                          [{"id": "x", "prompt": "What?", "answer": "n/a"}], 2, 3)
+    assert played.result.failed.all() and [len(e.actions) for e in played.episodes] == [1, 1]
+
+
+def test_episodes_whose_first_prompts_differ_are_not_scored_on_a_shared_prompt(engine):
+    """An environment may start each episode differently; the learner then runs each row's
+    own prompt (train.share_prompt would otherwise score a group on its first row's)."""
+    class Varied(Scripted):
+        count = 0
+
+        def reset(self, sample):
+            Varied.count += 1
+            return f"{sample['prompt']} (variant {Varied.count})"
+
+    torch.manual_seed(2)
+    ro = run_episodes(engine, Task("t", [], []), Varied, SAMPLES, group_size=2, max_turns=2).rollouts
+    with torch.no_grad():
+        hidden = rollout_hidden(engine.model.model, ro, slice(0, len(ro)), ro.completion_ids.shape[1], 2, True)
+        learner = token_stats(engine.model, hidden, ro.completion_ids, ro.completion_mask, 1.0).logprobs
+    policy = ro.completion_mask.bool()
+    assert torch.allclose(learner[policy], ro.sampling_logprobs[policy], atol=1e-5)
+
+
 def test_try_again_pays_fewer_turns_more():
     env = TryAgain(build_reward([RewardSpec(fn="numeric_answer")]), discount=0.5)
     assert env.reset(SAMPLES[0]) == "What is 2 * 3?"
@@ -174,7 +209,8 @@ def test_calculate(expression, value):
 
 @pytest.mark.parametrize("expression, error", [
     ("1 / 0", "division by zero"), ("__import__('os')", "Call is not arithmetic"), ("x + 1", "Name is not arithmetic"),
-    ("9 ** 9 ** 9", "powers need a whole exponent"), ("2 ** 0.5", "powers need a whole exponent"), ("", "empty"),
+    ("9 ** 9 ** 9", "too large"), ("2 ** 0.5", "powers need a whole exponent"), ("", "empty"),
+    ("(1/3**999)**999 + (1/7**999)**999", "too large"),  # exact fractions of half a million digits: refused at once
     ("1 +", "not an arithmetic expression"), ("1" * 400, "longer than 300"),
 ])
 def test_calculate_refuses(expression, error):
@@ -238,6 +274,13 @@ def test_env_config_errors_name_the_key(tmp_path):
     reward = build_reward([RewardSpec(fn="numeric_answer")])
     with pytest.raises(EnvError, match=r"env.options: got an unexpected keyword argument 'discont'"):
         build_environment(Config(env={"name": "try_again", "options": {"discont": 0.5}}).env, reward)
+    with pytest.raises(EnvError, match=r"env.options: environment try_again refused them: ValueError: "
+                                       r"env.options.discount must be in \[0, 1\]"):
+        build_environment(Config(env={"name": "try_again", "options": {"discount": 2}}).env, reward)
+    with pytest.raises(EnvError, match=r"unknown tool\(s\) \['shell'\]"):
+        build_environment(Config(env={"name": "tool_use", "options": {"tools": ["shell"]}}).env, reward)
+    with pytest.raises(ValueError, match="algorithm.length_adaptive is not supported with multi-turn episodes"):
+        Config(env={"name": "try_again"}, algorithm={"length_adaptive": True})
     with pytest.raises(Exception, match=r"env.name: cannot import 'nowhere'"):
         build_environment(Config(env={"name": "nowhere:Env"}).env, reward)
     assert build_environment(Config().env, reward) is None

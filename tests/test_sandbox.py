@@ -368,3 +368,19 @@ def test_honest_programs_across_the_boundary():
     big = run_python("import mmap\nx = mmap.mmap(-1, 5 << 30)\ndef n():\n    return len(x)\n", ["assert n() == 5 << 30"],
                      limits=SandboxLimits(memory_mb=6 << 10, wall_s=10.0, test_s=5.0))  # address space, not touched
     assert big.passed == 1, big.errors
+
+
+@confined
+def test_a_tool_call_captures_output_and_test_data_cannot_ask_for_capture():
+    """run_program (the tool_use environment's Python tool) gets what a program printed; a
+    user's stdin/stdout test whose expected output is null still needs the program to print
+    "None": capture is the parent's flag, never the test data's."""
+    from aha.rewards.code import run_program
+
+    assert run_program("print(6 * 7)") == ("42\n", None)
+    assert run_program("import sys\nprint(sys.stdin.read()[::-1])", "abc") == ("cba\n", None)
+    printed, error = run_program("print('partial')\n1 / 0")
+    assert printed == "partial\n" and "ZeroDivisionError" in error
+    assert run_python("import sys; sys.exit(0)", [{"input": "1", "output": None}]).passed == 0
+    assert run_python("print(None)", [{"input": "1", "output": None}]).passed == 1
+    assert run_python("print(1)", [{"input": "1", "output": "1"}]).outputs == {}  # a test's output is not reported

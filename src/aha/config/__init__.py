@@ -123,9 +123,17 @@ class Config(Strict):
                                  ("rollout.max_staleness", self.rollout.max_staleness), ("env.name", self.env.name)):
                 if value:
                     problems.append(f"{key} does not work with {other} yet: set one of them")
-        if self.rollout.force_continue and a.overlong_buffer:
-            problems.append("algorithm.overlong_buffer measures a completion against max_new_tokens, which "
-                            "rollout.force_continue lets it pass: set one of them")
+        for key in intervened:
+            if self.method != "rl":
+                problems.append(f"{key} changes how RL samples its groups: method=rl only")
+        if self.rollout.temperatures and len(self.rollout.temperatures) > G:
+            problems.append(f"rollout.temperatures lists {len(self.rollout.temperatures)} temperatures for groups of "
+                            f"rollout.group_size={G}: some would never be used")
+        for key, value in (("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef),
+                           ("algorithm.length_adaptive", a.length_adaptive)):
+            if self.rollout.force_continue and value:
+                problems.append(f"{key} measures a completion against max_new_tokens, which rollout.force_continue "
+                                "lets it pass: set one of them")
         if self.task.stream and self.task.data is None:
             problems.append("task.stream reads task.data from disk a row at a time: set task.data")
         if self.task.stream and (self.curriculum.filter or self.curriculum.weighting != "uniform"):
@@ -136,7 +144,8 @@ class Config(Strict):
                 problems.append("env.name plays multi-turn episodes for online RL: method=rl only")
             for key, value in (("rollout.partial_rollouts", self.rollout.partial_rollouts),
                                ("rollout.max_staleness", self.rollout.max_staleness),
-                               ("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef)):
+                               ("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef),
+                               ("algorithm.length_adaptive", a.length_adaptive)):
                 if value:
                     problems.append(f"{key} is not supported with multi-turn episodes (env.name): set it to 0")
         if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):

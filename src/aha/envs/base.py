@@ -72,4 +72,8 @@ def environment_factory(name: str, reward, options: dict, built_in: dict, base_d
         inspect.signature(cls).bind(reward, **options)
     except TypeError as err:
         raise EnvError(f"env.options: {err} (environment {name}: {inspect.signature(cls)})") from None
+    try:  # one made now: a value the class refuses is an error before anything loads, not at the first step
+        cls(reward, **options)
+    except Exception as err:  # noqa: BLE001 - whatever the user's class raises, named
+        raise EnvError(f"env.options: environment {name} refused them: {type(err).__name__}: {err}") from None
     return lambda: cls(reward, **options)

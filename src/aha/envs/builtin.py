@@ -4,6 +4,7 @@ tool_use (call a calculator or a sandboxed Python tool, read its output, then an
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 import re
@@ -14,9 +15,14 @@ from aha.tasks.prompts import check_prompt
 
 
 def _judge(reward, action: str, sample: dict, correct_min: float) -> tuple[float, bool]:
-    """The run's reward of an answer, and whether it counts as right (a failed score: no)."""
-    score = float(reward.score([action], [sample]).total[0])
-    return score, math.isfinite(score) and score >= correct_min
+    """The run's reward of an answer, and whether it counts as right. A score that failed (the
+    reward raised, or gave NaN) is NaN: the episode's return is then non-finite, counted in
+    reward/failed and given no advantage, as a failed single completion is."""
+    result = reward.score([action], [sample])
+    score = float(result.total[0])
+    if bool(result.failed[0]) or not math.isfinite(score):
+        return float("nan"), False
+    return score, score >= correct_min
 
 
 class TryAgain:
@@ -41,6 +47,8 @@ class TryAgain:
         score, right = _judge(self.reward, action, self.sample, self.correct_min)
         if right:
             return Turn(score * self.discount ** (self.turns - 1), True, info={"correct": 1.0})
+        if math.isnan(score):  # no verdict: the episode ends, its return failed
+            return Turn(score, True, info={"correct": 0.0})
         return Turn(0.0, False, self.feedback, info={"correct": 0.0})
 
 
@@ -49,12 +57,19 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _MAX_EXPRESSION = 300  # characters
-_MAX_MAGNITUDE = 10 ** 100  # larger operands of ** are refused before they are computed
+_MAX_BITS = 4096  # of any numerator or denominator along the way: exact fractions stay cheap
+
+
+def _bounded(value: Fraction) -> Fraction:
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > _MAX_BITS:
+        raise ValueError("a number along the way is too large")
+    return value
 
 
 def calculate(expression: str) -> str:
     """The value of an arithmetic expression, computed exactly (fractions) and written as an
-    integer or a decimal; a message saying what is wrong otherwise. Parsed, never run."""
+    integer or a decimal; a message saying what is wrong otherwise. Parsed, never run; every
+    number along the way stays under 4096 bits, so no expression takes long."""
     text = expression.replace("×", "*").replace("÷", "/").replace("^", "**").replace(",", "").strip()
     if not text:
         return "error: empty expression"
@@ -67,30 +82,42 @@ def calculate(expression: str) -> str:
 
     def value(node) -> Fraction:
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return Fraction(node.value)
+            return _bounded(Fraction(node.value))
         if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
             return _UNARY[type(node.op)](value(node.operand))
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
             left, right = value(node.left), value(node.right)
             if isinstance(node.op, ast.Pow):
-                if right.denominator != 1 or abs(right) > 1000 or abs(left) > _MAX_MAGNITUDE:
-                    raise ValueError("powers need a whole exponent of at most 1000")
+                if right.denominator != 1:
+                    raise ValueError("powers need a whole exponent")
+                size = max(left.numerator.bit_length(), left.denominator.bit_length())
+                if size * abs(right.numerator) > _MAX_BITS:  # refused before it is computed
+                    raise ValueError("a number along the way is too large")
                 right = int(right)
-            out = _BINARY[type(node.op)](left, right)
-            if abs(out) > _MAX_MAGNITUDE ** 10:
-                raise ValueError("the result is too large")
-            return Fraction(out)
+            return _bounded(Fraction(_BINARY[type(node.op)](left, right)))
         raise ValueError(f"{type(node).__name__} is not arithmetic")
 
     try:
         result = value(tree.body)
     except ZeroDivisionError:
         return "error: division by zero"
-    except ValueError as err:
+    except (ValueError, OverflowError) as err:
         return f"error: {err}"
     if result.denominator == 1:
         return str(result.numerator)
     return f"{float(result):.10g}"
+
+
+@functools.cache
+def _check_sandbox() -> None:
+    """The Python tool runs programs in the code sandbox: refuse it, once a process, where the
+    sandbox cannot confine them (before training starts: the first environment is made then)."""
+    from aha.rewards.code import sandbox_support
+
+    missing = sandbox_support()
+    if missing:
+        raise ValueError("env.options.tools: the python tool needs the code sandbox, which cannot confine programs "
+                         f"here ({'; '.join(missing)}); use tools: [calc]")
 
 
 TOOL_INSTRUCTIONS = ("You may use tools before you answer. To compute, write <calc>expression</calc>; to run Python, "
@@ -112,6 +139,8 @@ class ToolUse:
         unknown = sorted(set(tools) - {"calc", "python"})
         if unknown:
             raise ValueError(f"env.options.tools: unknown tool(s) {unknown} (known: calc, python)")
+        if "python" in tools:
+            _check_sandbox()
         self.reward, self.tools, self.instructions = reward, set(tools), instructions
         self.correct_min, self.timeout_s, self.max_output = correct_min, timeout_s, max_output
         self.sample: dict = {}

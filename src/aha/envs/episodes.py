@@ -20,6 +20,7 @@ from aha.rollout.rollouts import rollouts_with_inserts
 from aha.tasks import Task, encode_prompts
 
 _MARK = "\u2063aha-turn-end\u2063"  # an assistant message no template changes, to find where it ends
+_OBSERVATION = "\u2063aha-observation\u2063"  # where the observation goes in the rendered bridge
 
 
 class TurnBridge:
@@ -46,9 +47,18 @@ class TurnBridge:
                              "multi-turn episodes need one that does")
         return rendered[rendered.index(_MARK) + len(_MARK):]
 
-    def ids(self, observation: str, last_token: int | None) -> list[int]:
-        ids = list(self.tokenizer(self.text(observation), add_special_tokens=False)["input_ids"])
-        if ids and ids[0] == last_token:  # the policy's stop token is the template's end of turn
+    def ids(self, observation: str, stop_token: int | None) -> list[int]:
+        """The bridge's token ids. The template's own markup is read with its special tokens;
+        the observation itself never is (a tool that prints "<|im_end|>" shows that text, it
+        does not end a turn). stop_token: the policy's turn ended on this stop token (None: it
+        was cut at its budget), which the bridge then does not repeat."""
+        before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
+        if not found:
+            raise ValueError("the tokenizer's chat template does not write user messages as given: "
+                             "multi-turn episodes need one that does")
+        encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])  # noqa: E731
+        ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
+        if ids and stop_token is not None and ids[0] == stop_token:  # the policy's stop token is the template's end of turn
             ids = ids[1:]
         return ids
 
@@ -136,7 +146,8 @@ def run_episodes(engine: Engine, task: Task, make_env: EnvFactory, samples: list
             episode.infos.append(dict(result.info))
             episode.done = result.done or turn == max_turns
             if not episode.done:
-                bridge_ids = bridge.ids(result.observation, ids[-1] if ids else None)
+                stopped = bool(ids) and ids[-1] in engine.eos_ids and not episode.truncated
+                bridge_ids = bridge.ids(result.observation, ids[-1] if stopped else None)
                 episode.observations.append(result.observation)
                 episode.tokens += bridge_ids
                 episode.policy += [False] * len(bridge_ids)
@@ -160,7 +171,8 @@ def _assemble(episodes: list[Episode], engine: Engine) -> Episodes:
     turn_rewards = torch.zeros(rollouts.completion_ids.shape)
     for i, e in enumerate(episodes):
         for end, reward in zip(e.turn_ends, e.rewards):
-            turn_rewards[i, end] += reward
+            if end >= 0:  # a turn with no token at all (none so far) has nowhere to be paid
+                turn_rewards[i, end] += reward
     keys = sorted({k for e in episodes for info in e.infos for k in info})
     components = {"turns": torch.tensor([float(len(e.actions)) for e in episodes])}
     for key in keys:  # a key an episode's turn did not report counts as 0 there

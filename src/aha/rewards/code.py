@@ -176,13 +176,13 @@ def run_python(code: str, tests: list, setup: str = "", limits: SandboxLimits = 
 def run_program(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimits()) -> tuple[str, str | None]:
     """Run a whole program once in the sandbox on `stdin` (a tool call): (what it printed,
     None or why it failed: a crash with the tail of its stderr, a timeout, too much output)."""
-    result = _run_harness(code, [{"input": stdin, "output": None}], "", limits, None)
+    result = _run_harness(code, [{"input": stdin, "output": ""}], "", limits, None, capture=True)
     return result.outputs.get(0, ""), result.errors.get(0)
 
 
 def _run_harness(code: str, tests: list, setup: str, limits: SandboxLimits,
-                 entry_point: str | list[str] | None) -> SandboxResult:
-    job = {"code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
+                 entry_point: str | list[str] | None, capture: bool = False) -> SandboxResult:
+    job = {"capture": capture, "code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
            "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
            "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
            "extra_read": _check_extra_read(limits.extra_read), "caller_pid": os.getpid()}

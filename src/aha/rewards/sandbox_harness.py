@@ -64,8 +64,9 @@ def _lines(text: str) -> list[str]:
 
 def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) -> tuple[str | None, str]:
     """A fresh sandbox runs the program on the test's input: (None if its output matches, or
-    why not; what it printed). A test whose output is None only captures what it printed (a
-    tool call's result): it fails only when the program does."""
+    why not; what it printed). A capture job (job["capture"], set only by the parent's
+    run_program, never by test data) only records what the program printed (a tool call's
+    result): it fails only when the program does."""
     stdin = stdin_file(str(test["input"]))
     stdout_r, stdout_w = os.pipe()
     try:
@@ -100,7 +101,7 @@ def run_io_test(job: dict, test: dict, limit: float, report_missing, log: Tail) 
         got = output.decode("utf-8", "replace")
         if code != 0:
             return f"the program exited with status {code}: {sandbox.log.text()[-300:]}", got
-        if test["output"] is None or _lines(got) == _lines(str(test["output"])):
+        if job.get("capture") or _lines(got) == _lines(str(test["output"])):
             return None, got
         return f"wrong output: {got[:200]!r}", got
     finally:
@@ -253,7 +254,7 @@ def run_tests(job: dict, emit) -> None:
             except BaseException as err:  # noqa: BLE001 - a failing test, whatever it raised
                 error = _describe(err)
             record = {"test": i, "ok": error is None, "error": error}
-            if isinstance(test, dict) and test["output"] is None:  # a capture: what the program printed
+            if job.get("capture"):  # a tool call: what the program printed
                 record["output"] = printed or ""
             emit(record)
     finally:

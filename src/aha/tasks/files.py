@@ -37,10 +37,6 @@ def read_rows(path: Path, split: str | None = None) -> list[tuple[str, Any]]:
             return _json_array_rows(path)
         # .jsonl, a .json that is not one array, and anything else: JSON lines
         return [(where, row) for where, row, _ in _jsonl_rows(path)]
-    except TaskError as err:
-        if suffix in (".jsonl", ".json"):
-            raise
-        raise TaskError(f"{err} (read as JSON lines: aha reads {FORMATS})") from None
     except UnicodeDecodeError as err:
         raise TaskError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); aha reads {FORMATS}") from None
 
@@ -87,20 +83,44 @@ def _csv_rows(path: Path, delimiter: str) -> list[tuple[str, Any]]:
 
 class _Lines:
     """A binary file's lines as text, for csv, knowing the byte offset of the next one (a
-    record may span lines: its offset is that of its first)."""
+    record may span lines: its offset is that of its first). A line ends at \n, \r\n or a
+    lone \r (old Mac exports), as text mode's universal newlines would end it."""
+
+    CHUNK = 1 << 16
 
     def __init__(self, f, offset: int):
         self.f, self.next_offset = f, offset
+        self.buffer, self.at_end = b"", False
 
     def __iter__(self):
         return self
 
+    def _line_end(self) -> int | None:
+        cuts = [i for i in (self.buffer.find(b"\n"), self.buffer.find(b"\r")) if i >= 0]
+        if not cuts:
+            return None
+        i = min(cuts)
+        if self.buffer[i:i + 1] == b"\r":
+            if i + 1 == len(self.buffer) and not self.at_end:
+                return None  # a \r\n may be split across reads
+            if self.buffer[i + 1:i + 2] == b"\n":
+                return i + 2
+        return i + 1
+
     def __next__(self) -> str:
-        raw = self.f.readline()
-        if not raw:
+        end = self._line_end()
+        while end is None and not self.at_end:
+            chunk = self.f.read(self.CHUNK)
+            self.at_end = not chunk
+            self.buffer += chunk
+            end = self._line_end()
+        if end is None:
+            end = len(self.buffer)
+        if end == 0:
             raise StopIteration
-        self.next_offset += len(raw)
-        return raw.decode("utf-8")
+        line, self.buffer = self.buffer[:end], self.buffer[end:]
+        self.next_offset += len(line)
+        return line.decode("utf-8")
 
 
 def _csv_records(path: Path, delimiter: str, start: tuple[int, int] | None = None,
@@ -140,12 +160,26 @@ def _csv_records(path: Path, delimiter: str, start: tuple[int, int] | None = Non
 def _jsonl_rows(path: Path, start: int | None = None) -> Iterator[tuple[str, Any, tuple[int, int]]]:
     """(where, value, (byte offset, line)) for each non-blank line of a JSON-lines file (from
     the line at `start`, a (byte offset, line) pair, when given). Lines end at \n only (not at
-    U+2028 and the like inside strings); a byte-order mark is not data."""
+    U+2028 and the like inside strings); a byte-order mark is not data. A file whose suffix
+    is not .jsonl or .json was read as JSON lines because it is none of the other formats:
+    its errors say so."""
+    try:
+        yield from _jsonl_lines(path, start)
+    except TaskError as err:
+        if path.suffix.lower() in (".jsonl", ".json"):
+            raise
+        raise TaskError(f"{err} (read as JSON lines: aha reads {FORMATS})") from None
+
+
+def _jsonl_lines(path: Path, start: int | None) -> Iterator[tuple[str, Any, tuple[int, int]]]:
     with open(path, "rb") as f:
         offset, number = start if start is not None else (0, 1)
         f.seek(offset)
         for raw in f:
-            text = raw.decode("utf-8")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise TaskError(f"{path}:{number}: not UTF-8 text ({err.reason} at byte {offset + err.start})") from None
             if number == 1:
                 text = text.removeprefix("\ufeff")
             if text.strip():

@@ -55,7 +55,9 @@ def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts,
     the process reward model scored it."""
     out = torch.zeros(rollouts.completion_ids.shape)
     for i, row in enumerate(steps):
-        length = int(rollouts.completion_mask[i].sum())
+        # the whole completion, inserted tokens ("Wait") included, as its text was decoded;
+        # a step closing on an inserted token is paid at the last token with the outcome
+        length = int(rollouts.sequence_mask()[i].sum())
         ids, text = rollouts.completion_ids[i, :length].tolist(), rollouts.texts[i]
         for end, value in row:
             if ids:

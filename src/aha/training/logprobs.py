@@ -58,11 +58,19 @@ def _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids
     return torch.cat([last_prompt_hidden, out.last_hidden_state], dim=1)
 
 
+def groups_share_prompts(prompt_ids: torch.Tensor, group_size: int) -> bool:
+    """Whether each run of group_size rows has one prompt (left-padded alike)."""
+    grouped = prompt_ids.view(-1, group_size, prompt_ids.shape[1])
+    return bool((grouped == grouped[:, :1]).all())
+
+
 def rollout_hidden(backbone, ro, rows: slice, width: int, group_size: int, share_prompt: bool) -> torch.Tensor:
     """Hidden states for rows of a Rollouts (completions cut to width columns). With
     share_prompt the rows must be whole groups, each group's prompt run once."""
     # the attention covers the environment's tokens of a multi-turn episode too
     completion, mask = ro.completion_ids[rows, :width], ro.sequence_mask()[rows, :width]
+    if share_prompt and not groups_share_prompts(ro.prompt_ids[rows], group_size):
+        share_prompt = False  # e.g. an environment whose first prompt differs between a group's episodes
     if share_prompt:
         return grouped_completion_hidden(backbone, ro.prompt_ids[rows][::group_size], ro.prompt_mask[rows][::group_size],
                                          completion, mask, group_size)

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from aha.config import ConfigError, load_config
@@ -53,3 +55,42 @@ def test_std_advantages_need_groups_of_two(tmp_path):
     with pytest.raises(ConfigError, match=r"rollout\.group_size must be >= 2 with algorithm\.advantage_scale=std"):
         load_config(write(tmp_path, "rollout: {group_size: 1}\n"))
     assert load_config(write(tmp_path, "rollout: {group_size: 1}\nalgorithm: {advantage_scale: none}\n")).rollout.group_size == 1
+
+
+@pytest.mark.parametrize("override, suggestion", [
+    ("rollout.grop_size=2", "did you mean rollout.group_size?"),
+    ("train.group_size=4", "did you mean rollout.group_size?"),  # a key in the wrong section
+    ("rolout.group_size=3", "did you mean rollout?"),
+    ("algorithm.kl_coeff=0.1", "did you mean algorithm.kl_coef?"),
+    ("reward=[{fn: numeric_answer, wieght: 2}]", "did you mean reward.0.weight?"),
+    ("weight=2", "did you mean reward: [{weight: ...}]?"),
+])
+def test_a_misspelled_key_gets_a_suggestion(override, suggestion):
+    with pytest.raises(ConfigError, match=r"unknown config key .* \(" + re.escape(suggestion) + r"\)"):
+        load_config(None, [override])
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["zzzz=1"])
+    assert "did you mean" not in str(err.value)
+
+
+def test_the_config_reference_is_current_and_describes_every_key():
+    """docs/config.md is what the schema says (regenerate: python -m aha.config.reference >
+    docs/config.md), and no key is left without a description."""
+    from pathlib import Path
+
+    from pydantic import BaseModel
+
+    from aha.config import Config, RewardSpec, sections
+    from aha.config.reference import reference
+
+    page = Path(__file__).parent.parent / "docs" / "config.md"
+    assert page.read_text() == reference(), "docs/config.md is stale: python -m aha.config.reference > docs/config.md"
+    undescribed = []
+    for model, prefix in [(Config, ""), (RewardSpec, "reward.")] + [(m, f"{n}.") for n, m in sections()]:
+        for name, field in model.model_fields.items():
+            section = isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+            if not section and not field.description:
+                undescribed.append(prefix + name)
+            if not section:
+                assert f"`{prefix}{name}`" in page.read_text() or prefix == "reward." and f"`{name}`" in page.read_text()
+    assert not undescribed, undescribed

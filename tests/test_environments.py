@@ -336,7 +336,7 @@ def test_try_again_trains_first_turn_and_final_accuracy_up(tmp_path):
     assert train_sample["turns"][0]["action"] and "reward" in train_sample["turns"][0]
 
 
-@pytest.mark.parametrize("advantage", ["reinforce_pp", "gae", "rloo"])
+@pytest.mark.parametrize("advantage", ["reinforce_pp", "gae", "rloo", "remax"])
 def test_every_estimator_trains_on_episodes(tmp_path, advantage):
     _, metrics = _env_run(tmp_path, advantage, steps=2)
     steps = [m for m in metrics if "reward/mean" in m]

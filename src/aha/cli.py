@@ -203,6 +203,9 @@ def _eval_samples(config, args) -> None:
 
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")
+    if config.env.name is not None:  # the study samples single answers; episodes are aha eval's greedy ones
+        print(f"note: env.name={config.env.name}: --samples draws single answers to each problem (first turns); "
+              "`aha eval` without --samples plays greedy episodes")
     report = run_study(config, args.models or [config.model], args.samples, Path(args.out))
     if args.json:
         print(json.dumps(report, indent=1))

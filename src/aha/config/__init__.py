@@ -3,11 +3,13 @@ The sections are in aha.config.sections; Config puts them together and checks ke
 
 from __future__ import annotations
 
+import difflib
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from aha.config.sections import (
     BUILT_IN_TASKS,
@@ -42,10 +44,10 @@ class Config(Strict):
                           "rm section), prm (a process reward model on step-labelled solutions, prm section); the run "
                           "folder, checkpoints, held-out evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
-    output_dir: str = "runs/default"
-    seed: int = 0
+    output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, log.txt, checkpoints/, report.html")
+    seed: int = Field(0, description="seeds the model's sampling, the prompt order and every other random choice of the run")
     task: TaskConfig = TaskConfig(name="arithmetic")
-    reward: list[RewardSpec] = [RewardSpec(fn="aha.rewards:numeric_answer")]
+    reward: list[RewardSpec] = Field([RewardSpec(fn="aha.rewards:numeric_answer")], description="the reward: a list of components (fn or model each), summed, multiplied or gated into one total; a built-in task's own verifier when left out")
     rollout: RolloutConfig = RolloutConfig()
     train: TrainConfig = TrainConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
@@ -180,6 +182,39 @@ def apply_override(raw: dict, dotted: str) -> None:
     node[parts[-1]] = _parse_scalar(value)
 
 
+def sections() -> list[tuple[str, type[BaseModel]]]:
+    """(key, model) of each section of Config, in the schema's order."""
+    return [(name, field.annotation) for name, field in Config.model_fields.items()
+            if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)]
+
+
+def suggestion(location: tuple) -> str:
+    """' (did you mean ...?)' for an unknown key at `location` (pydantic's loc), or ''."""
+    model: type[BaseModel] = Config
+    path = []
+    for part in location[:-1]:
+        if isinstance(part, int):  # an item of a list of reward components
+            path.append(str(part))
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return ""
+        inner = field.annotation
+        args = typing.get_args(inner)
+        inner = args[0] if typing.get_origin(inner) is list and args else inner
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return ""
+        model, path = inner, path + [str(part)]
+    leaf = str(location[-1])
+    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {'.'.join(path + close)}?)"
+    elsewhere = [f"{name}.{leaf}" for name, section in sections() if leaf in section.model_fields]
+    if model is Config and leaf in RewardSpec.model_fields:
+        elsewhere.append(f"reward: [{{{leaf}: ...}}]")
+    return f" (did you mean {elsewhere[0]}?)" if elsewhere else ""
+
+
 def _describe(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
@@ -187,7 +222,7 @@ def _describe(err: ValidationError, source: str) -> str:
         if not key:  # a check across keys: its message names them
             lines.append(f"config in {source}: {e['msg'].removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":
-            lines.append(f"unknown config key '{key}' in {source}")
+            lines.append(f"unknown config key '{key}' in {source}{suggestion(e['loc'])}")
         else:
             lines.append(f"config key '{key}' in {source}: {e['msg']} (got {e.get('input')!r})")
     return "\n".join(lines)

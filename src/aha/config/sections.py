@@ -40,17 +40,17 @@ class TaskConfig(Strict):
     system_prompt: str | None = Field(None, description="system message; None keeps the model's default")
     few_shot: list[dict[str, Any]] = Field(default_factory=list, description="[{prompt, answer}] chat turns before each question")
     # arithmetic knobs (ignored by JSONL tasks)
-    operators: list[Literal["+", "-", "*"]] = ["*"]
-    a_min: int = 2
-    a_max: int = 30
-    b_min: int = 2
-    b_max: int = 9
+    operators: list[Literal["+", "-", "*"]] = Field(["*"], description="arithmetic: the operators its problems use")
+    a_min: int = Field(2, description="arithmetic: the smallest first operand")
+    a_max: int = Field(30, description="arithmetic: the largest first operand")
+    b_min: int = Field(2, description="arithmetic: the smallest second operand")
+    b_max: int = Field(9, description="arithmetic: the largest second operand")
     num_eval: int = Field(200, ge=1, description="held-out problems; never overlap training")
     num_train: int = Field(2000, ge=1, description="training problems of a procedural task (arithmetic trains on every other problem of its range)")
     difficulty: int = Field(1, ge=1, description="a procedural task's difficulty: more digits, numbers, nodes, words or terms")
     eval_difficulty: int | None = Field(None, ge=1, description="the held-out problems' difficulty (default: task.difficulty); higher is an out-of-distribution split")
     template: str = Field("What is {a} {op} {b}?", description="question text; {a} {op} {b}")
-    seed: int = 0
+    seed: int = Field(0, description="a built-in task's split into training and held-out problems (and the problems a procedural task draws)")
 
 
 class RewardSpec(Strict):
@@ -58,8 +58,8 @@ class RewardSpec(Strict):
 
     fn: str | None = Field(None, description='"module:function" or "file.py:function"; fn(completion, sample) -> float | dict')
     model: str | None = Field(None, description="a reward model trained with method: rm: its run folder (the newest checkpoint) or a checkpoint folder; scores prompt + completion in batches (args: batch_size, dtype); or a process reward model (method: prm), scoring each step of the completion and aggregating them (args.aggregate: min, sum or mean)")
-    weight: float = 1.0
-    name: str | None = None
+    weight: float = Field(1.0, description="this component's weight in the total (combine=sum)")
+    name: str | None = Field(None, description="the component's name in metrics (reward/<name>) and samples; default: the function's or model's")
     args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments passed to fn, e.g. {rel_tol: 0.01}")
     combine: Literal["sum", "product", "gate"] = Field("sum", description="sum: add weight * value; product: multiply the total; gate: zero the total unless value >= gate_min")
     gate_min: float = Field(1.0, description="combine=gate: the value a gate needs to pass")
@@ -80,9 +80,9 @@ class RewardSpec(Strict):
 class RolloutConfig(Strict):
     prompts_per_step: int = Field(8, ge=1, description="distinct prompts sampled per generation round")
     group_size: int = Field(8, ge=1, description="completions per prompt (G)")
-    max_new_tokens: int = Field(64, ge=1)
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(64, ge=1, description="new tokens a completion may have (a turn, in a multi-turn episode); one cut there is truncated")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature; the learner's log-probs are taken at the same one")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling: keep the smallest set of tokens whose probability reaches top_p")
     batch_size: int = Field(64, ge=1, description="sequences per generate() call (memory bound)")
     engine: Literal["auto", "vllm", "hf"] = Field("auto", description="the sampling engine: vllm (vLLM in its own environment, `make vllm`; the policy's weights handed over after each step), hf (sampling on the policy's own modules, a lean decoding step for Llama models); auto: vllm for budgets over 64 new tokens of models without the lean step, where an environment with it is found and starts, else hf")
     max_staleness: int = Field(0, ge=0, description="asynchronous RL: 0 samples each step on the newest weights; k >= 1 samples the next k steps' first rounds ahead, on the rollout workers while the learner updates, so a sample may be up to k policy versions old (the ratio's denominator is the engine's log-probs of the policy that drew it; add old_logprobs=trainer and tis_cap to correct toward the current one). With partial_rollouts a continued completion's first tokens can be older. Needs ray.rollout_workers")
@@ -98,15 +98,15 @@ class TrainConfig(Strict):
 
     steps: int = Field(100, ge=0, description="RL steps: one rollout batch each")
     lr: float = Field(1e-6, ge=0, description="AdamW learning rate; 1e-6 (TRL's GRPO default) suits models of 1B and up, the recipes use 3e-5 for the 135M model")
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.99)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.99), description="AdamW's beta1 and beta2")
     micro_batch_size: int = Field(16, ge=1, description="sequences per forward/backward (memory only: gradients accumulate, results do not change)")
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = Field(1.0, gt=0, description="clip the gradient's global norm to this before each optimizer step")
     share_prompt: bool = Field(True, description="run each group's prompt once in the learner (same gradients, less compute)")
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="compute dtype; auto = bf16 autocast only where the CPU has native bf16")
-    checkpoint_every: int = Field(50, ge=0)
-    keep_checkpoints: int = Field(2, ge=1)
-    resume: bool = True
+    checkpoint_every: int = Field(50, ge=0, description="write a checkpoint every N steps (and always at the last step and on Ctrl-C); 0: only then")
+    keep_checkpoints: int = Field(2, ge=1, description="the newest checkpoints kept; older ones are deleted once a newer one is whole")
+    resume: bool = Field(True, description="continue from the run folder's newest checkpoint, if it has one; false starts again from step 0 (the folder's metrics and samples are written anew)")
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     report: bool = Field(True, description="write runs/<name>/report.html (a plot of every logged metric) when the run ends; `aha report RUN` rebuilds it at any time")
     max_reward_failure_rate: float = Field(0.5, ge=0, le=1, description="stop the run, before its update, when a step's reward failed (raised, timed out, returned NaN/inf or a non-number) on more than this share of its samples; 1.0 never stops")
@@ -127,13 +127,14 @@ class AlgorithmConfig(Strict):
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda")
     whiten_advantages: bool = Field(False, description="normalise advantages over the batch's valid tokens (usual with gae)")
     token_weighting: Literal["none", "ktae"] = Field("none", description="ktae: weight tokens by how much more often they occur in a group's better rollouts")
-    ktae_alpha: float = Field(0.5, ge=0, le=1)
+    ktae_alpha: float = Field(0.5, ge=0, le=1, description="ktae: a token's weight is 1 +- alpha times its direction score")
     # policy loss
     policy_loss: Literal["ppo", "gspo", "cispo", "pg"] = Field("ppo", description="ppo clipped surrogate, gspo sequence ratio, cispo clipped-weight REINFORCE, pg plain on-policy")
-    clip_low: float = Field(0.2, ge=0)
+    clip_low: float = Field(0.2, ge=0, description="the ratio is clipped below at 1 - clip_low")
     clip_high: float = Field(0.28, ge=0, description="> clip_low is DAPO's clip-higher")
     dual_clip: float | None = Field(None, gt=1, description="cap the loss of negative-advantage tokens at dual_clip * |A| (ppo)")
-    loss_agg: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"] = "token_mean"
+    loss_agg: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"] = Field(
+        "token_mean", description="token_mean: every token of the batch weighs the same (DAPO); seq_mean_token_sum: per-sequence sums averaged; seq_mean_token_mean: per-sequence means averaged (GRPO); constant: sum / (sequences x loss_agg_constant) (Dr. GRPO)")
     loss_agg_constant: int | None = Field(None, ge=1, description="the constant of loss_agg=constant; default rollout.max_new_tokens")
     epochs: int = Field(1, ge=1, description="passes over each rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per pass (the batch is split into this many parts, whole groups each)")
@@ -141,7 +142,7 @@ class AlgorithmConfig(Strict):
     tis_cap: float | None = Field(None, gt=0, description="truncated importance sampling: weight tokens by min(pi_trainer / pi_engine, cap); needs old_logprobs=trainer")
     # KL and entropy
     kl_coef: float = Field(0.0, ge=0, description="KL to the reference model; 0 loads no reference model")
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Schulman's estimators of KL(policy || reference) at a sampled token, r = pi_ref / pi: k1 = -log r (unbiased, may be negative), k2 = (log r)^2 / 2 (biased, low variance), k3 = r - 1 - log r (unbiased, >= 0)")
     kl_in: Literal["loss", "reward"] = Field("loss", description="add the KL term to the loss, or subtract it from per-token rewards")
     ref_reset_every: int = Field(0, ge=0, description="copy the policy into the reference every N steps (ProRL); 0 = never")
     ref_reset_kl: float | None = Field(None, gt=0, description="also reset when the step's KL to the reference exceeds this")
@@ -165,7 +166,7 @@ class AlgorithmConfig(Strict):
     length_coef_max: float = Field(1.0, ge=0, description="length_adaptive: the largest length_coef")
     length_correct_min: float = Field(1.0, description="a completion counts as correct (accuracy, length_penalize) when its reward total >= this")
     reward_noise: float = Field(0.0, ge=0, description="ReDit: scale of zero-mean noise added to rewards; 0 = off")
-    reward_noise_kind: Literal["gaussian", "uniform"] = "gaussian"
+    reward_noise_kind: Literal["gaussian", "uniform"] = Field("gaussian", description="ReDit: the noise's distribution (scale: reward_noise)")
     replay: bool = Field(False, description="selective sample replay: fill the batch with past groups of non-zero advantage (VL-Rethinker)")
     replay_capacity: int = Field(64, ge=1, description="groups kept for replay")
     replay_alpha: float = Field(1.0, ge=0, description="replay sampling probability proportional to |A|^alpha")

@@ -1,0 +1,90 @@
+"""The config reference (docs/config.md), written from the schema itself: every key, its
+type, default and description. `python -m aha.config.reference > docs/config.md` writes
+it; a test fails when the file is not what the schema says."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+from pydantic import BaseModel
+
+from aha.config import Config, RewardSpec, sections
+
+HEADER = """# Config reference
+
+Every key of an aha config: its type, default and what it does. A config is a YAML file of
+these sections (`aha train CONFIG`), and any key can be set on the command line as
+`section.key=value` (read as YAML: `train.steps=10`, `rollout.temperatures=[0.6,1.0]`,
+`env.name=null`). Unknown keys are refused, with a suggestion when one is close.
+
+Written from the schema (`src/aha/config/`) by `python -m aha.config.reference > docs/config.md`;
+`tests/test_config.py` fails when this page and the schema differ.
+"""
+
+
+def _type(annotation) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type(args[0])
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        kinds = [_type(a) for a in args if a is not type(None)]
+        return " or ".join(kinds) + (" or null" if type(None) in args else "")
+    if origin is list:
+        return f"list of {_type(args[0])}" if args else "list"
+    if origin is tuple:
+        return "[" + ", ".join(_type(a) for a in args) + "]"
+    if origin is dict:
+        return "mapping"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "reward component" if annotation is RewardSpec else annotation.__name__
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _bounds(field) -> str:
+    out = []
+    for item in field.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "length >=")):
+            value = getattr(item, attr, None)
+            if value is not None:
+                out.append(f"{sign} {value}")
+    return f" ({', '.join(out)})" if out else ""
+
+
+def _default(field) -> str:
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        value = [v.model_dump(exclude_defaults=True) for v in value]
+    elif isinstance(value, BaseModel):
+        return "(section)"
+    return f"`{json.dumps(value, default=str)}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(model: type[BaseModel], prefix: str) -> list[str]:
+    rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            continue  # a section: its own table
+        rows.append(f"| `{prefix}{name}` | {_type(field.annotation)}{_bounds(field)} | {_default(field)} | "
+                    f"{_cell(field.description or '')} |")
+    return rows
+
+
+def reference() -> str:
+    out = [HEADER, "## Top level", "", *_table(Config, ""), ""]
+    for name, model in sections():
+        doc = " ".join((model.__doc__ or "").split())
+        out += [f"## `{name}`", "", *([doc, ""] if doc else []), *_table(model, f"{name}."), ""]
+    out += ["## A reward component (`reward`, `monitor.gold`, `eval.rank_by`)", "",
+            " ".join((RewardSpec.__doc__ or "").split()), "", *_table(RewardSpec, ""), ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(reference(), end="")

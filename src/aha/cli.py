@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from aha.models.compute import retain_freed_memory
     from aha.rewards import RewardError
     from aha.tasks import TaskError
+    from aha.tracking.run_dir import RunWriteError
     from aha.tracking.run_report import RunReportError
 
     retain_freed_memory()
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             _eval(config, args.checkpoint, (args.models or [None])[0], args.output)
     except (ConfigError, TaskError, RewardError, FileNotFoundError, FileExistsError, CacheMismatch,
-            RunReportError) as err:  # ModelNotFound is one
+            RunReportError, RunWriteError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from pathlib import Path
 
 from aha.jsonl import read_jsonl
@@ -70,7 +72,31 @@ class RunDir:
         return [r for _, r in read_jsonl(self.metrics_path, torn_tail=True)]
 
 
+class RunWriteError(RuntimeError):
+    """A run's file could not be written (the disk is full, the folder read-only): the run
+    stops with what it had written whole, to be resumed once the disk allows it."""
+
+
+def free_space(path: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(path).free / 2**20:.0f} MiB free"
+    except OSError:
+        return "free space unknown"
+
+
 def append_jsonl(path: Path, records: list[dict]) -> None:
-    with path.open("a", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
+    """Append records as lines, all or none: a write the disk refuses is cut back to the
+    file's size before it (no half line left) and raised as a RunWriteError."""
+    text = "".join(json.dumps(record) + "\n" for record in records)
+    size = path.stat().st_size if path.exists() else 0
+    try:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as err:
+        try:
+            os.truncate(path, size)
+        except OSError:
+            pass  # a torn last line is dropped when the run resumes (read_jsonl's torn_tail)
+        raise RunWriteError(f"could not write {path}: {err.strerror or err} ({free_space(path.parent)}); the run "
+                            "stopped with its files whole; free some space (or make the folder writable) and run "
+                            "again with train.resume=true") from None

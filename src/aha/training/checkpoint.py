@@ -5,6 +5,7 @@ tokenizer with its chat template), so `model: runs/x/checkpoints/step-N` loads i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -17,7 +18,7 @@ from safetensors.torch import save_model
 
 from aha.models.adapters import has_lora, save_adapter
 from aha.models.checkpoints import list_checkpoints, load_weights
-
+from aha.tracking.run_dir import RunWriteError, free_space
 
 
 def rng_state() -> dict:
@@ -45,6 +46,31 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _write(tmp, modules, optimizers, trainer_state, step, extra, tokenizer, files)
+    except (OSError, RuntimeError) as err:  # a full disk: OSError(ENOSPC), or torch's zip writer's RuntimeError
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = list_checkpoints(root)
+        raise CheckpointError(
+            f"could not write checkpoint {final}: {type(err).__name__}: {err} ({free_space(root)}). "
+            + (f"The newest whole checkpoint, {kept[-1]}, is intact: " if kept else "No checkpoint was written: ")
+            + "free some space and run again with train.resume=true") from None
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in list_checkpoints(root)[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+class CheckpointError(RunWriteError):
+    """A checkpoint could not be written (the disk is full, the folder read-only)."""
+
+
+MANIFEST = "manifest.json"
+
+
+def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step: int, extra, tokenizer, files) -> None:
     tmp.mkdir()
     for name, module in modules.items():
         if name == "model" and has_lora(module):  # a LoRA policy: its adapter alone, as peft writes one
@@ -62,12 +88,41 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
     for name, text in (files or {}).items():
         (tmp / name).write_text(text)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old)
-    return final
+    # written last: a checkpoint whose files do not all match it is damaged (verify_checkpoint)
+    manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+                for p in sorted(tmp.rglob("*")) if p.is_file()}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(folder: Path) -> str | None:
+    """Why the checkpoint folder is damaged (a file missing, shorter or longer, or changed
+    since it was written, against its manifest), or None when it is whole. A checkpoint
+    written before manifests existed is taken as it is."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None if (Path(folder) / "state.json").is_file() else f"no {MANIFEST} and no state.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return f"{MANIFEST} unreadable ({err})"
+    for name, expected in manifest.items():
+        file = Path(folder) / name
+        if not file.is_file():
+            return f"{name} is missing"
+        size = file.stat().st_size
+        if size != expected["bytes"]:
+            return f"{name} has {size} bytes, {expected['bytes']} when written"
+        if _sha256(file) != expected["sha256"]:
+            return f"{name} changed since it was written (its sha256 differs)"
+    return None
 
 
 def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:

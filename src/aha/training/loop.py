@@ -4,6 +4,7 @@ method's (training/methods.py); this file holds no maths."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -30,13 +31,14 @@ from aha.rewards import build_reward
 from aha.rollout import build_engine
 from aha.tasks import build_task
 from aha.tracking import RunDir
+from aha.tracking.run_dir import RunWriteError, free_space
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
 from aha.models.checkpoints import list_checkpoints
 from aha.models.compute import release_freed_memory
-from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint
+from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint, verify_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import method_for
 from aha.models.compute import resolve_dtype
@@ -103,12 +105,21 @@ class DeferredInterrupt:
             signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
 
 
+def _unwritable(err: OSError, folder: Path) -> RunWriteError:
+    return RunWriteError(f"cannot write the run folder {folder}: {err.strerror or err} ({err.filename}; "
+                         f"{free_space(folder if folder.exists() else folder.parent)}): make room or make it "
+                         "writable, then run again (train.resume=true continues from its last checkpoint)")
+
+
 def train(config: Config, echo=print) -> TrainSummary:
     """Train with config.method; the run folder is config.output_dir."""
     fresh = not Path(config.output_dir).exists()
-    run = RunDir(config.output_dir)
+    try:
+        run = RunDir(config.output_dir)
+        run.attach_log()
+    except OSError as err:  # a folder that cannot be made or written at all
+        raise _unwritable(err, Path(config.output_dir)) from None
     lock = RunLock(run.path)
-    run.attach_log()
     try:
         lock.acquire()  # before anything reads or writes the run's files
         if lock.stale is not None:
@@ -135,6 +146,12 @@ def train(config: Config, echo=print) -> TrainSummary:
         log.error("%s", stop, exc_info=True)
         echo(str(stop))
         raise stop from err
+    except OSError as err:
+        log.error("training stopped by an error", exc_info=True)
+        refused = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+        if refused and err.filename is not None and Path(err.filename).resolve().is_relative_to(run.path.resolve()):
+            raise _unwritable(err, run.path) from None  # the run's own folder refused a write
+        raise
     except BaseException:  # every crash is in log.txt with its traceback, not only on a console
         log.error("training stopped by an error", exc_info=True)
         raise
@@ -181,9 +198,34 @@ def _load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tup
                           "pick a new output_dir for these changes") from None
 
 
+def _whole_checkpoints(checkpoints: list[Path], echo) -> list[Path]:
+    """The checkpoints up to the newest whole one (its files as its manifest lists them).
+    Each damaged newer one (a bit flipped on disk, a file cut short) is named and renamed
+    damaged-step-N beside the others for a look; the whole one before it is used. With none
+    whole, nothing is moved and the run stops, saying so."""
+    damage = {}
+    for index in range(len(checkpoints) - 1, -1, -1):
+        damage[index] = verify_checkpoint(checkpoints[index])
+        if damage[index] is None:
+            break
+    else:
+        raise ConfigError(f"no whole checkpoint in {checkpoints[0].parent}: " + "; ".join(
+            f"{checkpoints[i].name}: {why}" for i, why in sorted(damage.items())) + ". Pick a new output_dir, "
+            "or train.resume=false to start again in this one")
+    for bad in range(len(checkpoints) - 1, index, -1):
+        folder = checkpoints[bad]
+        aside = folder.with_name(f"damaged-{folder.name}")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(folder, aside)
+        log.error("checkpoint %s is damaged (%s); moved to %s", folder, damage[bad], aside)
+        echo(f"checkpoint {folder} is damaged ({damage[bad]}): moved to {aside}; resuming from {checkpoints[index]}")
+    return checkpoints[:index + 1]
+
+
 def _resume(method: Method, run: RunDir, checkpoints: list, changes: dict, echo) -> tuple[int, float | None]:
     """Load the newest checkpoint into the method; returns (its step, accuracy before training)."""
     modules, optimizers = method.modules, method.optimizers
+    checkpoints = _whole_checkpoints(checkpoints, echo)
     state, extra = _load_changed(checkpoints[-1], modules, optimizers, changes)
     poisoned = non_finite_tensors(modules, optimizers)
     if poisoned:

@@ -1,0 +1,140 @@
+"""Runs that survive what disks do: a checkpoint damaged on disk is detected and the one
+before it used; a full disk or a read-only run folder stops the run with a clear error and
+no half-written file, and the run resumes once space is back."""
+
+import errno
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aha.cli import main
+from aha.training import checkpoint as checkpoint_module
+from aha.training.checkpoint import CheckpointError, verify_checkpoint
+from aha.training.loop import train
+
+from test_training import metrics, tiny_config
+
+QUIET = dict(echo=lambda *_: None)
+
+
+def weights(folder: Path) -> dict:
+    return load_file(folder / "model.safetensors")
+
+
+def steps_logged(run: Path) -> list[int]:
+    return [r["step"] for r in metrics(run) if "reward/mean" in r]
+
+
+@pytest.mark.parametrize("damage", ["bit flip", "cut short", "file missing"])
+def test_a_damaged_checkpoint_is_named_and_the_one_before_it_used(tmp_path, damage):
+    straight = Path(train(tiny_config(tmp_path, "straight", "train.steps=6"), **QUIET).run_dir)
+    train(tiny_config(tmp_path, "run"), **QUIET)  # 4 steps, checkpoints at 2 and 4
+    newest = tmp_path / "run/checkpoints/step-4"
+    assert verify_checkpoint(newest) is None and (newest / "manifest.json").is_file()
+    target = newest / "model.safetensors"
+    data = bytearray(target.read_bytes())
+    if damage == "bit flip":
+        data[len(data) // 2] ^= 0x10
+        target.write_bytes(bytes(data))
+        expected = "model.safetensors changed since it was written (its sha256 differs)"
+    elif damage == "cut short":
+        target.write_bytes(bytes(data[: len(data) // 2]))
+        expected = f"model.safetensors has {len(data) // 2} bytes, {len(data)} when written"
+    else:
+        (newest / "trainer.pt").unlink()
+        expected = "trainer.pt is missing"
+    assert verify_checkpoint(newest) == expected
+    said = []
+    train(tiny_config(tmp_path, "run", "train.steps=6"), echo=said.append)
+    assert any(f"step-4 is damaged ({expected})" in line and "resuming from" in line and "step-2" in line
+               for line in said), said
+    assert (tmp_path / "run/checkpoints/damaged-step-4").is_dir()  # kept for a look, out of the way
+    assert expected in (tmp_path / "run/log.txt").read_text()
+    # resumed from step 2: the same run as one never interrupted
+    assert steps_logged(tmp_path / "run") == [1, 2, 3, 4, 5, 6]
+    a, b = weights(straight / "checkpoints/step-6"), weights(tmp_path / "run/checkpoints/step-6")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_no_whole_checkpoint_stops_the_run_and_moves_nothing(tmp_path, capsys):
+    train(tiny_config(tmp_path, "run", "train.steps=2"), **QUIET)
+    only = tmp_path / "run/checkpoints/step-2"
+    (only / "state.json").write_text("{}")  # changed since written
+    assert main(["train", str(tmp_path / "run.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "no whole checkpoint in" in err and "step-2: state.json" in err and "train.resume=false" in err
+    assert only.is_dir()
+
+
+def test_a_checkpoint_the_disk_refuses_leaves_the_previous_one_and_no_partial_folder(tmp_path, monkeypatch):
+    train(tiny_config(tmp_path, "run", "train.steps=2"), **QUIET)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", full)
+    with pytest.raises(CheckpointError, match=r"could not write checkpoint .*step-4: OSError: .*No space left on "
+                                              r"device .*MiB free\)\. The newest whole checkpoint, .*step-2, is intact"):
+        train(tiny_config(tmp_path, "run", "train.steps=4"), **QUIET)
+    monkeypatch.undo()
+    folders = sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir())
+    assert folders == ["step-2", "step-4"] or folders == ["step-2"]  # step-4 only if written whole
+    assert "step-4" not in folders
+    train(tiny_config(tmp_path, "run", "train.steps=4"), **QUIET)  # space is back: it goes on
+    assert steps_logged(tmp_path / "run") == [1, 2, 3, 4]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """An 8 MiB tmpfs (root only; skipped elsewhere), unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_through_the_cli_stops_clearly_and_resumes_once_space_is_back(tmp_path, small_disk, capsys):
+    filler = small_disk / "filler"
+    config = tmp_path / "run.yaml"
+    tiny_config(tmp_path, "run")  # writes run.yaml
+    text = config.read_text().replace(str(tmp_path / "run"), str(small_disk / "run"))
+    config.write_text(text.replace("steps: 4", "steps: 6").replace("keep_checkpoints: 5", "keep_checkpoints: 2"))
+    # leave room for the run's start but not for its checkpoints
+    assert main(["train", str(config), "train.steps=1", "train.checkpoint_every=0", "eval.before=false",
+                 "eval.after=false"]) == 0
+    size = sum(p.stat().st_size for p in (small_disk / "run/checkpoints/step-1").iterdir())
+    free = subprocess.run(["df", "-B1", "--output=avail", str(small_disk)], capture_output=True, text=True)
+    filler.write_bytes(b"\0" * max(0, int(free.stdout.split()[-1]) - size // 2))
+    capsys.readouterr()
+    assert main(["train", str(config), "eval.before=false", "eval.after=false"]) == 2
+    err = capsys.readouterr().err
+    assert "aha: error: could not write" in err and "train.resume=true" in err and "Traceback" not in err
+    run = small_disk / "run"
+    for name in ("metrics.jsonl", "samples.jsonl"):  # every line whole
+        for line in (run / name).read_text().splitlines():
+            json.loads(line)
+    assert not list((run / "checkpoints").glob(".*tmp"))
+    filler.unlink()  # space is back
+    assert main(["train", str(config), "eval.before=false", "eval.after=false"]) == 0
+    assert steps_logged(run) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_read_only_run_folder_is_a_clear_error(tmp_path, small_disk, capsys):
+    config = tmp_path / "run.yaml"
+    tiny_config(tmp_path, "run")
+    config.write_text(config.read_text().replace(str(tmp_path / "run"), str(small_disk / "run")))
+    assert main(["train", str(config), "train.steps=2", "eval.before=false", "eval.after=false"]) == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    assert main(["train", str(config), "train.steps=4", "eval.before=false", "eval.after=false"]) == 2
+    err = capsys.readouterr().err
+    assert "aha: error:" in err and "Read-only file system" in err and "Traceback" not in err
+    subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+    assert main(["train", str(config), "train.steps=4", "eval.before=false", "eval.after=false"]) == 0
+    assert steps_logged(small_disk / "run") == [1, 2, 3, 4]

@@ -38,6 +38,9 @@ class RewardFailureError(RewardError):
     """A reward that failed on more of a step's samples than train.max_reward_failure_rate allows."""
 
 
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max: scores are kept in float32
+
+
 @dataclass
 class RewardResult:
     total: torch.Tensor  # (N,) weighted sum of components
@@ -132,12 +135,14 @@ class CompositeReward:
                         value = outcome.value
                         parts = ({f"{comp.name}/{k}": float(v) for k, v in value.items()} if isinstance(value, dict)
                                  else {comp.name: float(value)})
-                    except (TypeError, ValueError) as err:
+                    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int past float's range
                         outcome = Outcome(error=f"not a number or dict of numbers: {value!r} ({err})")
                     else:
-                        bad = {k: v for k, v in parts.items() if not math.isfinite(v)}
-                        if bad:  # NaN or inf would poison the total, the advantages and the weights
-                            outcome, parts = Outcome(error=f"non-finite score {value!r}"), {}
+                        # NaN or inf would poison the total, the advantages and the weights; so would
+                        # a number past float32's range, where the scores are kept
+                        bad = {k: v for k, v in parts.items() if not math.isfinite(v) or abs(v) > FLOAT32_MAX}
+                        if bad:
+                            outcome, parts = Outcome(error=f"non-finite or out-of-range score {value!r}"), {}
                 if outcome.error is not None:
                     self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from aha.jsonl import read_jsonl
+from aha.tracking.faults import kill_point
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,10 @@ def append_jsonl(path: Path, records: list[dict]) -> None:
     size = path.stat().st_size if path.exists() else 0
     try:
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(text[:len(text) // 2])
+            handle.flush()
+            kill_point("append")  # a kill here leaves half a line: resume drops it
+            handle.write(text[len(text) // 2:])
     except OSError as err:
         try:
             os.truncate(path, size)

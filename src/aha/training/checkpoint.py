@@ -18,6 +18,7 @@ from safetensors.torch import save_model
 
 from aha.models.adapters import has_lora, save_adapter
 from aha.models.checkpoints import list_checkpoints, load_weights
+from aha.tracking.faults import kill_point
 from aha.tracking.run_dir import RunWriteError, free_space
 
 
@@ -58,6 +59,7 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    kill_point("checkpoint-renamed")  # whole, the older ones not pruned yet
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old)
     return final
@@ -83,6 +85,7 @@ def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step
         policy.generation_config.save_pretrained(tmp)
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)  # tokenizer files and the chat template
+    kill_point("checkpoint")  # weights written, the rest not yet
     torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
                 "extra": extra or {}}, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))

@@ -31,6 +31,7 @@ from aha.rewards import build_reward
 from aha.rollout import build_engine
 from aha.tasks import build_task
 from aha.tracking import RunDir
+from aha.tracking.faults import kill_point
 from aha.tracking.run_dir import RunWriteError, free_space
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
@@ -309,6 +310,7 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
             log.error("held-out evaluation at step %d stopped: %s", step, err)
             raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
                               "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
+        kill_point("eval")  # evaluated, not written yet
         run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **result.metrics,
                          **method.held_out(step)})
         run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
@@ -320,6 +322,14 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
 
     if start == 0 and config.eval.before:
         accuracy_before = held_out(0, "before training")
+    # a resumed run's held-out evaluations at its checkpoint's step: those the run made before
+    # it stopped are in metrics.jsonl (records without the step's own time/sync_s); one it was
+    # stopped in (after the checkpoint, before the record) is made now, as the run would have
+    evaluated = {r["step"]: r.get("eval/accuracy") for r in run.read_metrics() if start and r.get("step") == start
+                 and "time/sync_s" not in r}
+    every = config.eval.every
+    if start and every and start % every == 0 and start != config.train.steps and start not in evaluated:
+        held_out(start, "during training")
 
     t_start = time.time()
     bar = tqdm(range(start + 1, config.train.steps + 1), initial=start, total=config.train.steps, desc="train", unit="step")
@@ -343,6 +353,7 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
                 # lazily, at its next generate: then it is the previous update's weights)
                 record["time/sync_s"] = setup.engine.sync_seconds - synced
                 release_freed_memory()
+                kill_point("step")  # trained, nothing of the step written yet
                 in_step = False
                 run.log_metrics(record)
                 method.after_step(record, echo)
@@ -365,7 +376,10 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
     train_seconds = time.time() - t_start
 
     method.finish(echo)
-    accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
+    if config.eval.after and start == config.train.steps and start in evaluated:  # made before a stop
+        accuracy_after = evaluated[start]
+    else:
+        accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
     if accuracy_before is not None and accuracy_after is not None:
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
              f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "

@@ -1,0 +1,98 @@
+"""Kill at any moment: a run SIGKILLed inside a step, in the middle of a metrics line, with a
+checkpoint half written or just renamed, during a held-out evaluation, or at a random time,
+then resumed (again and again), ends with the metrics, samples and weights of a run never
+stopped. The kill points are aha.tracking.faults.kill_point (AHA_KILL_AT=NAME:N)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).parent.parent
+CONFIGS = ROOT / "configs"
+# every method, on the tiny model, 4 steps, a checkpoint and a held-out evaluation every 2
+COMMON = ["model=tiny", "train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=2", "train.report=false",
+          "eval.every=2", "eval.limit=2", "eval.before=true", "eval.after=true", "task.name=arithmetic",
+          "task.num_eval=4", "rollout.max_new_tokens=4", "eval.max_new_tokens=4"]
+METHODS = {
+    "rl": ["configs/quickstart.yaml", "rollout.prompts_per_step=2", "rollout.group_size=4",
+           "algorithm.dynamic_sampling=false", "train.micro_batch_size=8"],
+    "sft": ["configs/sft_arithmetic.yaml"],
+    "dpo": ["configs/dpo_arithmetic.yaml"],
+    "rm": ["configs/rm_arithmetic.yaml"],
+    "prm": ["configs/prm_arithmetic.yaml"],
+}
+# (point, how many times the process passes it before the kill): every phase of a run
+KILLS = [("step", 1), ("append", 3), ("checkpoint", 1), ("checkpoint-renamed", 1), ("eval", 1), ("append", 1),
+         ("step", 3), ("eval", 2)]
+
+
+def aha_train(folder: Path, method: str, kill: str | None = None, timeout: float | None = None) -> int:
+    config, *overrides = METHODS[method]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("AHA_KILL_AT", None)
+    if kill is not None:
+        env["AHA_KILL_AT"] = kill
+    command = [sys.executable, "-c", "import sys; from aha.cli import main; sys.exit(main())", "train",
+               str(ROOT / config), *COMMON, *overrides, f"output_dir={folder}"]
+    try:
+        return subprocess.run(command, env=env, capture_output=True, timeout=timeout, cwd=ROOT).returncode
+    except subprocess.TimeoutExpired:  # a kill at a random time: subprocess.run SIGKILLs the process
+        return -signal.SIGKILL
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def comparable(run: Path) -> tuple:
+    """What a run must reproduce: its metrics (timings aside), samples and final weights."""
+    metrics = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in lines(run / "metrics.jsonl")]
+    final = sorted((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))[-1]
+    weights = {f.name: {k: t.tolist() for k, t in load_file(f).items()} for f in final.glob("*.safetensors")}
+    return metrics, lines(run / "samples.jsonl"), final.name, weights
+
+
+def kill_and_resume(tmp_path: Path, method: str, kills: list[str], random_kills: int = 0) -> int:
+    """Kill a run at each of kills (and at random_kills random times), resuming each time,
+    then finish it; returns how many kills landed. Asserts it ends as the straight run."""
+    straight, broken = tmp_path / "straight", tmp_path / "broken"
+    assert aha_train(straight, method) == 0
+    landed = 0
+    rng = random.Random(f"{method}:{len(kills)}")
+    plan = [("point", k) for k in kills] + [("time", rng.uniform(4.0, 12.0)) for _ in range(random_kills)]
+    for kind, what in plan:
+        code = aha_train(broken, method, kill=what) if kind == "point" else aha_train(broken, method, timeout=what)
+        assert code in (0, -signal.SIGKILL), (kind, what, code)
+        landed += code == -signal.SIGKILL
+        if code == 0:  # the run finished before the kill point: start it again for the next one
+            for name in ("metrics.jsonl", "samples.jsonl", "groups.jsonl"):
+                (broken / name).unlink(missing_ok=True)
+            for folder in (broken / "checkpoints").glob("*"):
+                subprocess.run(["rm", "-rf", str(folder)], check=True)
+    assert aha_train(broken, method) == 0
+    got, want = comparable(broken), comparable(straight)
+    assert got[0] == want[0], "metrics differ"
+    assert got[1] == want[1], "samples differ"
+    assert got[2] == want[2] and got[3] == want[3], "final weights differ"
+    return landed
+
+
+def test_an_rl_run_killed_in_every_phase_resumes_as_if_never_stopped(tmp_path):
+    kills = [f"{point}:{n}" for point, n in KILLS[:5]]
+    assert kill_and_resume(tmp_path, "rl", kills) == len(kills)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", list(METHODS))
+def test_every_method_killed_at_random_points_resumes_as_if_never_stopped(tmp_path, method):
+    """Per method: the 8 phase kills and 2 at random times (50 across the methods)."""
+    kills = [f"{point}:{n}" for point, n in KILLS]
+    landed = kill_and_resume(tmp_path, method, kills, random_kills=2)
+    assert landed >= len(kills)

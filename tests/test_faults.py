@@ -138,3 +138,51 @@ def test_a_read_only_run_folder_is_a_clear_error(tmp_path, small_disk, capsys):
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
     assert main(["train", str(config), "train.steps=4", "eval.before=false", "eval.after=false"]) == 0
     assert steps_logged(small_disk / "run") == [1, 2, 3, 4]
+
+
+def _model_folder(tmp_path) -> Path:
+    from aha.models.tiny import tiny_model, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    folder = tmp_path / "model"
+    tiny_model(len(tokenizer)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("drop a weight", r"its weights do not fit its config.json; missing: model.layers.0.mlp.up_proj.weight "
+                      r"\(transformers would start them from random values\)"),
+    ("reshape a weight", r"its weights do not fit its config.json; shaped otherwise: .*model.norm.weight"),
+    ("no weights", r"the model cannot be loaded \(OSError"),
+    ("bad config", r"the model cannot be loaded"),
+    ("no tokenizer", r"its tokenizer cannot be loaded"),
+    ("no config", r"has no config.json: not a Hugging Face model folder"),
+])
+def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message):
+    """Never a model with random weights where the folder's are missing: transformers only warns."""
+    from safetensors.torch import save_file
+
+    from aha.models import load
+    from aha.models.loading import ModelNotFound
+
+    folder = _model_folder(tmp_path)
+    weights = load_file(folder / "model.safetensors")
+    if damage == "drop a weight":
+        del weights["model.layers.0.mlp.up_proj.weight"]
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    elif damage == "reshape a weight":
+        weights["model.norm.weight"] = torch.zeros(3)
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    elif damage == "no weights":
+        (folder / "model.safetensors").unlink()
+    elif damage == "bad config":
+        (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": "big"')
+    elif damage == "no tokenizer":
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (folder / name).unlink()
+    else:
+        (folder / "config.json").unlink()
+    with pytest.raises(ModelNotFound, match=message):
+        load(str(folder))
+    assert load(str(_model_folder(tmp_path / "fresh"))).model is not None  # an undamaged folder loads

@@ -77,8 +77,34 @@ def _dequantize_embedded(target: Path) -> None:
 
 
 def _from_folder(path: Path, name: str) -> LoadedModel:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    """The model and tokenizer of a Hugging Face folder. Weights that are missing from its
+    files or shaped otherwise than its config says are an error: transformers would start
+    them from random values with only a warning, and the run would train a broken model."""
+    load = lambda **kw: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True,  # noqa: E731
+                                                             output_loading_info=True, **kw)
+    try:
+        try:
+            model, info = load()
+        except RuntimeError as err:
+            if "mismatched" not in str(err):
+                raise
+            model, info = load(ignore_mismatched_sizes=True)  # only to name the weights: refused below
+    except Exception as err:  # noqa: BLE001 - a damaged config, weights file or shape: named with the folder
+        raise ModelNotFound(f"{path}: the model cannot be loaded ({type(err).__name__}: {str(err)[:400]})") from None
+    missing = sorted(info.get("missing_keys") or [])
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or [])
+    if missing or mismatched:
+        listed = lambda keys: ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")  # noqa: E731
+        raise ModelNotFound(f"{path}: its weights do not fit its config.json"
+                            + (f"; missing: {listed(missing)}" if missing else "")
+                            + (f"; shaped otherwise: {listed(mismatched)}" if mismatched else "")
+                            + " (transformers would start them from random values)")
+    if info.get("unexpected_keys"):
+        log.warning("%s: weights its config does not use were ignored: %s", path, sorted(info["unexpected_keys"])[:8])
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - missing or damaged tokenizer files
+        raise ModelNotFound(f"{path}: its tokenizer cannot be loaded ({type(err).__name__}: {str(err)[:400]})") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model, tokenizer, name)

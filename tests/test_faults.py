@@ -158,6 +158,7 @@ def _model_folder(tmp_path) -> Path:
     ("bad config", r"the model cannot be loaded"),
     ("no tokenizer", r"its tokenizer cannot be loaded"),
     ("no config", r"has no config.json: not a Hugging Face model folder"),
+    ("broken chat template", r"its tokenizer's chat template cannot write a conversation \(TemplateSyntaxError"),
 ])
 def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message):
     """Never a model with random weights where the folder's are missing: transformers only warns."""
@@ -178,6 +179,11 @@ def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message)
         (folder / "model.safetensors").unlink()
     elif damage == "bad config":
         (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": "big"')
+    elif damage == "broken chat template":
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        settings["chat_template"] = "{% for message in messages %}{{ message['content'] }"
+        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+        (folder / "chat_template.jinja").unlink(missing_ok=True)
     elif damage == "no tokenizer":
         for name in ("tokenizer.json", "tokenizer_config.json"):
             (folder / name).unlink()

@@ -105,6 +105,13 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as err:  # noqa: BLE001 - missing or damaged tokenizer files
         raise ModelNotFound(f"{path}: its tokenizer cannot be loaded ({type(err).__name__}: {str(err)[:400]})") from None
+    if getattr(tokenizer, "chat_template", None) is not None:  # rendered once now, not at the first step
+        try:
+            tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True,
+                                          tokenize=False)
+        except Exception as err:  # noqa: BLE001 - a template that does not parse or render
+            raise ModelNotFound(f"{path}: its tokenizer's chat template cannot write a conversation "
+                                f"({type(err).__name__}: {str(err)[:300]})") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model, tokenizer, name)

@@ -16,7 +16,8 @@ from aha.rewards import build_reward
 from aha.rewards.code import sandbox_support
 from aha.rollout.hf_engine import HFEngine
 from aha.tasks.base import Task
-from aha.training.logprobs import rollout_hidden, token_stats
+
+from test_interventions import learner_logprobs
 
 SAMPLES = [{"id": "p1", "prompt": "What is 2 * 3?", "answer": "6"},
            {"id": "p2", "prompt": "What is 12 * 4?", "answer": "48"}]
@@ -96,9 +97,7 @@ def test_the_learner_reads_the_tokens_the_engine_sampled(engine, share_prompt):
     engine's sampling log-prob (same weights, temperature 1), across turns."""
     torch.manual_seed(1)
     ro = run_episodes(engine, Task("t", [], []), Scripted, SAMPLES, group_size=2, max_turns=3).rollouts
-    with torch.no_grad():
-        hidden = rollout_hidden(engine.model.model, ro, slice(0, len(ro)), ro.completion_ids.shape[1], 2, share_prompt)
-        learner = token_stats(engine.model, hidden, ro.completion_ids, ro.completion_mask, 1.0).logprobs
+    learner = learner_logprobs(engine, ro, 2, share_prompt)
     policy = ro.completion_mask.bool()
     assert torch.allclose(learner[policy], ro.sampling_logprobs[policy], atol=1e-5)
     assert not learner[~policy].any()
@@ -178,9 +177,7 @@ def test_episodes_whose_first_prompts_differ_are_not_scored_on_a_shared_prompt(e
 
     torch.manual_seed(2)
     ro = run_episodes(engine, Task("t", [], []), Varied, SAMPLES, group_size=2, max_turns=2).rollouts
-    with torch.no_grad():
-        hidden = rollout_hidden(engine.model.model, ro, slice(0, len(ro)), ro.completion_ids.shape[1], 2, True)
-        learner = token_stats(engine.model, hidden, ro.completion_ids, ro.completion_mask, 1.0).logprobs
+    learner = learner_logprobs(engine, ro, 2, share_prompt=True)
     policy = ro.completion_mask.bool()
     assert torch.allclose(learner[policy], ro.sampling_logprobs[policy], atol=1e-5)
 

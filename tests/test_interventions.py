@@ -23,9 +23,11 @@ def prompts_of(tokenizer, *texts):
     return [tokenizer(t)["input_ids"] for t in texts]
 
 
-def learner_logprobs(engine, ro, group_size):
+def learner_logprobs(engine, ro, group_size, share_prompt=True):
+    """The learner's log-probs of ro's completion tokens (each row at its temperature, if any)."""
     with torch.no_grad():
-        hidden = rollout_hidden(engine.model.model, ro, slice(0, len(ro)), ro.completion_ids.shape[1], group_size, True)
+        hidden = rollout_hidden(engine.model.model, ro, slice(0, len(ro)), ro.completion_ids.shape[1], group_size,
+                                share_prompt)
         return token_stats(engine.model, hidden, ro.completion_ids, ro.completion_mask,
                            ro.temperature if ro.temperature is not None else 1.0).logprobs
 

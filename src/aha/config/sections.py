@@ -78,6 +78,9 @@ class RewardSpec(Strict):
 
 
 class RolloutConfig(Strict):
+    """How a step samples: prompts and group size, token budget, temperature, the engine,
+    asynchronous and partial rollouts, and the rollout interventions."""
+
     prompts_per_step: int = Field(8, ge=1, description="distinct prompts sampled per generation round")
     group_size: int = Field(8, ge=1, description="completions per prompt (G)")
     max_new_tokens: int = Field(64, ge=1, description="new tokens a completion may have (a turn, in a multi-turn episode); one cut there is truncated")
@@ -190,6 +193,8 @@ class MonitorConfig(Strict):
 
 
 class EvalConfig(Strict):
+    """Held-out evaluation: when it runs during training, on how much, and what counts as right."""
+
     before: bool = Field(True, description="greedy held-out accuracy before training")
     after: bool = Field(True, description="and after")
     every: int = Field(0, ge=0, description="also every N steps; 0 = never")

@@ -66,7 +66,7 @@ def test_no_whole_checkpoint_stops_the_run_and_moves_nothing(tmp_path, capsys):
     (only / "state.json").write_text("{}")  # changed since written
     assert main(["train", str(tmp_path / "run.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "no whole checkpoint in" in err and "step-2: state.json" in err and "train.resume=false" in err
+    assert "no whole checkpoint in" in err and "step-2: state.json has 2 bytes" in err and "new output_dir" in err
     assert only.is_dir()
 
 
@@ -88,16 +88,37 @@ def test_a_checkpoint_the_disk_refuses_leaves_the_previous_one_and_no_partial_fo
     assert steps_logged(tmp_path / "run") == [1, 2, 3, 4]
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """An 8 MiB tmpfs (root only; skipped elsewhere), unmounted afterwards."""
-    mount = tmp_path / "disk"
+def _tmpfs(tmp_path, size: str):
+    """A tmpfs of `size` (root only; the test is skipped elsewhere), unmounted afterwards."""
+    mount = tmp_path / f"disk-{size}"
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
     if made.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    yield from _tmpfs(tmp_path, "8m")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    yield from _tmpfs(tmp_path, "64k")
+
+
+def test_weights_the_disk_cannot_hold_are_a_checkpoint_error_and_leave_nothing(tiny_disk):
+    """safetensors reports a full disk as its own error (not an OSError): still a clear error."""
+    from aha.models.tiny import tiny_model
+    from aha.training.checkpoint import save_checkpoint
+
+    model = tiny_model(100)
+    with pytest.raises(CheckpointError, match=r"could not write checkpoint .*step-1: .*No space left on device.*No "
+                                              r"checkpoint was written: free some space"):
+        save_checkpoint(tiny_disk / "checkpoints", 1, {"model": model}, {}, {}, keep=2)
+    assert list((tiny_disk / "checkpoints").iterdir()) == []
 
 
 def test_a_full_disk_through_the_cli_stops_clearly_and_resumes_once_space_is_back(tmp_path, small_disk, capsys):

@@ -29,8 +29,8 @@ METHODS = {
     "prm": ["configs/prm_arithmetic.yaml"],
 }
 # (point, how many times the process passes it before the kill): every phase of a run
-KILLS = [("step", 1), ("append", 3), ("checkpoint", 1), ("checkpoint-renamed", 1), ("eval", 1), ("append", 1),
-         ("step", 3), ("eval", 2)]
+KILLS = [("step", 1), ("append", 3), ("checkpoint", 1), ("checkpoint-renamed", 1), ("eval", 1), ("eval-samples", 2),
+         ("append", 1), ("step", 3), ("eval", 2)]
 
 
 def aha_train(folder: Path, method: str, kill: str | None = None, timeout: float | None = None) -> int:
@@ -85,14 +85,14 @@ def kill_and_resume(tmp_path: Path, method: str, kills: list[str], random_kills:
 
 
 def test_an_rl_run_killed_in_every_phase_resumes_as_if_never_stopped(tmp_path):
-    kills = [f"{point}:{n}" for point, n in KILLS[:5]]
+    kills = [f"{point}:{n}" for point, n in KILLS[:6]]
     assert kill_and_resume(tmp_path, "rl", kills) == len(kills)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_killed_at_random_points_resumes_as_if_never_stopped(tmp_path, method):
-    """Per method: the 8 phase kills and 2 at random times (50 across the methods)."""
+    """Per method: the 9 phase kills and 2 at random times (55 across the methods)."""
     kills = [f"{point}:{n}" for point, n in KILLS]
     landed = kill_and_resume(tmp_path, method, kills, random_kills=2)
     assert landed >= len(kills)

@@ -206,13 +206,14 @@ def suggestion(location: tuple) -> str:
             return ""
         model, path = inner, path + [str(part)]
     leaf = str(location[-1])
-    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {'.'.join(path + close)}?)"
+    # the same key in another section first (train.group_size: rollout.group_size), then a close spelling here
     elsewhere = [f"{name}.{leaf}" for name, section in sections() if leaf in section.model_fields]
     if model is Config and leaf in RewardSpec.model_fields:
         elsewhere.append(f"reward: [{{{leaf}: ...}}]")
-    return f" (did you mean {elsewhere[0]}?)" if elsewhere else ""
+    if elsewhere:
+        return f" (did you mean {elsewhere[0]}?)"
+    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1, cutoff=0.6 if len(leaf) > 3 else 0.8)
+    return f" (did you mean {'.'.join(path + close)}?)" if close else ""
 
 
 def _describe(err: ValidationError, source: str) -> str:

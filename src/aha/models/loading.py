@@ -82,13 +82,8 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
     them from random values with only a warning, and the run would train a broken model."""
     load = lambda **kw: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True,  # noqa: E731
                                                              output_loading_info=True, **kw)
-    try:
-        try:
-            model, info = load()
-        except RuntimeError as err:
-            if "mismatched" not in str(err):
-                raise
-            model, info = load(ignore_mismatched_sizes=True)  # only to name the weights: refused below
+    try:  # mismatched shapes are let through only to be named and refused below
+        model, info = load(ignore_mismatched_sizes=True)
     except Exception as err:  # noqa: BLE001 - a damaged config, weights file or shape: named with the folder
         raise ModelNotFound(f"{path}: the model cannot be loaded ({type(err).__name__}: {str(err)[:400]})") from None
     missing = sorted(info.get("missing_keys") or [])

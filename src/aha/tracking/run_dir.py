@@ -29,7 +29,7 @@ class RunDir:
         self.sinks = None  # optional views of the metrics (TensorBoard, MLflow): tracking/sinks.py
 
     def write_config(self, text: str) -> None:
-        (self.path / "config.yaml").write_text(text)
+        write_whole(self.path / "config.yaml", text)
 
     def append_config_history(self, step: int, changes: dict) -> None:
         """A config change a resume brought (train.allow_config_change): the step it takes effect."""
@@ -63,9 +63,23 @@ class RunDir:
         """On resume from step N, drop records of later steps, so the files read as if the
         run had never stopped (no step logged twice)."""
         for path in (self.metrics_path, self.samples_path, self.groups_path):
-            if path.exists():  # a line torn by a kill mid-write is dropped too
-                kept = [r for _, r in read_jsonl(path, torn_tail=True) if r.get("step", -1) <= step]
-                path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self._rewrite(path, lambda r: r.get("step", -1) <= step)
+
+    def drop_samples(self, step: int, split: str) -> None:
+        """Drop the samples.jsonl records of one step's split (an evaluation to be made again)."""
+        self._rewrite(self.samples_path, lambda r: not (r.get("step") == step and r.get("split") == split))
+
+    @staticmethod
+    def _rewrite(path: Path, keep) -> None:
+        """Keep the records `keep` accepts, replacing the file whole (never half rewritten);
+        untouched when it keeps them all. A line torn by a kill mid-write is dropped too."""
+        if not path.exists():
+            return
+        records = read_jsonl(path, torn_tail=True)
+        kept = [r for _, r in records if keep(r)]
+        text = "".join(json.dumps(r) + "\n" for r in kept)
+        if len(kept) < len(records) or len(text.encode()) != path.stat().st_size:
+            write_whole(path, text)
 
     def read_metrics(self) -> list[dict]:
         if not self.metrics_path.exists():
@@ -83,6 +97,18 @@ def free_space(path: Path) -> str:
         return f"{shutil.disk_usage(path).free / 2**20:.0f} MiB free"
     except OSError:
         return "free space unknown"
+
+
+def write_whole(path: Path, text: str) -> None:
+    """path holds text, or (a full disk, a kill) what it held before: written beside it, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise RunWriteError(f"could not write {path}: {err.strerror or err} ({free_space(path.parent)}); it is "
+                            "as it was: free some space (or make the folder writable) and run again") from None
 
 
 def append_jsonl(path: Path, records: list[dict]) -> None:

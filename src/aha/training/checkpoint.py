@@ -5,6 +5,7 @@ tokenizer with its chat template), so `model: runs/x/checkpoints/step-N` loads i
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -46,16 +47,22 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in root.glob(".step-*.tmp"):  # left by a kill mid-write: never a checkpoint
+        shutil.rmtree(stale, ignore_errors=True)
     try:
         _write(tmp, modules, optimizers, trainer_state, step, extra, tokenizer, files)
-    except (OSError, RuntimeError) as err:  # a full disk: OSError(ENOSPC), or torch's zip writer's RuntimeError
+    except BaseException as err:  # a half-written folder is never left behind
         shutil.rmtree(tmp, ignore_errors=True)
+        if not isinstance(err, Exception):  # Ctrl-C, SystemExit: as they are
+            raise
         kept = list_checkpoints(root)
+        # a full disk shows as OSError(ENOSPC), torch's zip writer's RuntimeError or safetensors' own error
+        advice = ("free some space and run again with train.resume=true" if _disk_full(err, root)
+                  else "run again with train.resume=true once the cause is fixed")
         raise CheckpointError(
             f"could not write checkpoint {final}: {type(err).__name__}: {err} ({free_space(root)}). "
             + (f"The newest whole checkpoint, {kept[-1]}, is intact: " if kept else "No checkpoint was written: ")
-            + "free some space and run again with train.resume=true") from None
+            + advice) from None
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -63,6 +70,15 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old)
     return final
+
+
+def _disk_full(err: BaseException, root: Path) -> bool:
+    if getattr(err, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(err):
+        return True
+    try:
+        return shutil.disk_usage(root).free < 64 << 20
+    except OSError:
+        return False
 
 
 class CheckpointError(RunWriteError):
@@ -114,17 +130,21 @@ def verify_checkpoint(folder: Path) -> str | None:
         return None if (Path(folder) / "state.json").is_file() else f"no {MANIFEST} and no state.json"
     try:
         manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        return f"{MANIFEST} unreadable ({err})"
-    for name, expected in manifest.items():
-        file = Path(folder) / name
-        if not file.is_file():
-            return f"{name} is missing"
-        size = file.stat().st_size
-        if size != expected["bytes"]:
-            return f"{name} has {size} bytes, {expected['bytes']} when written"
-        if _sha256(file) != expected["sha256"]:
-            return f"{name} changed since it was written (its sha256 differs)"
+        entries = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in manifest.items()]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError) as err:
+        return f"{MANIFEST} unreadable ({type(err).__name__}: {err})"
+    try:
+        for name, size, _ in entries:  # sizes first: a file cut short is found without reading anything
+            file = Path(folder) / name
+            if not file.is_file():
+                return f"{name} is missing"
+            if file.stat().st_size != size:
+                return f"{name} has {file.stat().st_size} bytes, {size} when written"
+        for name, _, digest in entries:
+            if _sha256(Path(folder) / name) != digest:
+                return f"{name} changed since it was written (its sha256 differs)"
+    except OSError as err:
+        return f"unreadable ({err})"
     return None
 
 

@@ -149,7 +149,9 @@ def train(config: Config, echo=print) -> TrainSummary:
         raise stop from err
     except OSError as err:
         log.error("training stopped by an error", exc_info=True)
-        refused = err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):  # a write's own error names no file
+            raise _unwritable(err, run.path) from None
+        refused = err.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
         if refused and err.filename is not None and Path(err.filename).resolve().is_relative_to(run.path.resolve()):
             raise _unwritable(err, run.path) from None  # the run's own folder refused a write
         raise
@@ -211,8 +213,8 @@ def _whole_checkpoints(checkpoints: list[Path], echo) -> list[Path]:
             break
     else:
         raise ConfigError(f"no whole checkpoint in {checkpoints[0].parent}: " + "; ".join(
-            f"{checkpoints[i].name}: {why}" for i, why in sorted(damage.items())) + ". Pick a new output_dir, "
-            "or train.resume=false to start again in this one")
+            f"{checkpoints[i].name}: {why}" for i, why in sorted(damage.items())) + ". Pick a new output_dir (or "
+            "move this run folder away) to start again")
     for bad in range(len(checkpoints) - 1, index, -1):
         folder = checkpoints[bad]
         aside = folder.with_name(f"damaged-{folder.name}")
@@ -311,9 +313,11 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
             raise ScorerError(f"{err}\nThe run stopped at the held-out evaluation {label} (step {step}); {run.path} "
                               "keeps what it wrote so far; train.resume=true continues from its last checkpoint") from None
         kill_point("eval")  # evaluated, not written yet
+        # the samples first: the record says the evaluation is whole (a resume redoes one without it)
+        run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
+        kill_point("eval-samples")  # its samples written, its record not
         run.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **result.metrics,
                          **method.held_out(step)})
-        run.log_samples([{"step": step, "split": "eval", **r} for r in result.samples[:8]])
         echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
         if result.metrics:  # multi-turn episodes: the first answer's accuracy too
             echo(f"  first-turn accuracy {result.metrics['eval/first_turn_accuracy']:.1%}, "
@@ -326,9 +330,10 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
     # it stopped are in metrics.jsonl (records without the step's own time/sync_s); one it was
     # stopped in (after the checkpoint, before the record) is made now, as the run would have
     evaluated = {r["step"]: r.get("eval/accuracy") for r in run.read_metrics() if start and r.get("step") == start
-                 and "time/sync_s" not in r}
+                 and "time/step_s" not in r}
     every = config.eval.every
     if start and every and start % every == 0 and start != config.train.steps and start not in evaluated:
+        run.drop_samples(start, "eval")  # any an interrupted evaluation wrote before its record
         held_out(start, "during training")
 
     t_start = time.time()
@@ -379,6 +384,8 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
     if config.eval.after and start == config.train.steps and start in evaluated:  # made before a stop
         accuracy_after = evaluated[start]
     else:
+        if config.eval.after and start == config.train.steps:
+            run.drop_samples(start, "eval")
         accuracy_after = held_out(config.train.steps, "after training") if config.eval.after else None
     if accuracy_before is not None and accuracy_after is not None:
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "

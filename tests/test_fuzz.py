@@ -100,11 +100,10 @@ def write_rows(path, fmt: str, value) -> None:
         path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "tsv"])
-@pytest.mark.parametrize("stream", [False, True])
+# a .json array cannot be streamed (an error says so; tested in test_data_formats)
+@pytest.mark.parametrize("fmt, stream", [(fmt, stream) for fmt in ("jsonl", "json", "csv", "tsv")
+                                         for stream in (False, True) if not (stream and fmt == "json")])
 def test_data_loaders_fuzzed(tmp_path, fmt, stream):
-    if stream and fmt == "json":
-        pytest.skip("a .json array cannot be streamed (an error says so; tested in test_data_formats)")
     tried = []
     path = tmp_path / f"data.{fmt}"
 

@@ -91,6 +91,14 @@ def write_rows(path, fmt: str, value) -> None:
         path.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in value))
     elif fmt == "json":
         path.write_text(json.dumps(value, allow_nan=True))
+    elif fmt == "parquet":  # a table pyarrow can type; rows it cannot become random bytes
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pq.write_table(pa.Table.from_pylist([r for r in value if isinstance(r, dict)]), path)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError, TypeError, OverflowError):
+            path.write_bytes(json.dumps(value, default=str).encode())
     else:  # csv / tsv: a header of the first row's keys, then each row's values as text
         dicts = [r for r in value if isinstance(r, dict)]
         header = list(dicts[0]) if dicts else ["prompt"]
@@ -101,8 +109,8 @@ def write_rows(path, fmt: str, value) -> None:
 
 
 # a .json array cannot be streamed (an error says so; tested in test_data_formats)
-@pytest.mark.parametrize("fmt, stream", [(fmt, stream) for fmt in ("jsonl", "json", "csv", "tsv")
-                                         for stream in (False, True) if not (stream and fmt == "json")])
+@pytest.mark.parametrize("fmt, stream", [(fmt, stream) for fmt in ("jsonl", "json", "csv", "tsv", "parquet")
+                                         for stream in (False, True) if not (stream and fmt in ("json", "parquet"))])
 def test_data_loaders_fuzzed(tmp_path, fmt, stream):
     tried = []
     path = tmp_path / f"data.{fmt}"

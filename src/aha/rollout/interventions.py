@@ -25,20 +25,20 @@ def generate_mixed(engine, prompts: list[list[int]], group_size: int, temperatur
     temperatures[j mod K]; Rollouts.temperature holds each row's."""
     per_row = group_temperatures(temperatures, group_size)
     distinct = sorted(set(per_row), key=per_row.index)
-    parts = [engine.generate(prompts, group_size=per_row.count(t), temperature=t) for t in distinct]
+    counts = [per_row.count(t) for t in distinct]
+    parts = [engine.generate(prompts, group_size=count, temperature=t) for t, count in zip(distinct, counts)]
     for part, t in zip(parts, distinct):
         part.temperature = torch.full((len(part),), float(t))
     stacked = concat_rollouts(parts, engine.pad_id)
     # row j of prompt i's group: the next unused row of its temperature's part for that prompt
     starts = torch.cumsum(torch.tensor([0] + [len(p) for p in parts]), dim=0).tolist()
-    order, used = [], {}
+    order = []
     for i in range(len(prompts)):
+        used = [0] * len(distinct)
         for t in per_row:
             k = distinct.index(t)
-            count = per_row.count(t)
-            j = used.get((i, k), 0)
-            order.append(starts[k] + i * count + j)
-            used[(i, k)] = j + 1
+            order.append(starts[k] + i * counts[k] + used[k])
+            used[k] += 1
     return stacked.select(torch.tensor(order))
 
 
@@ -54,6 +54,7 @@ def force_continuation(engine, prompts: list[list[int]], rollouts: Rollouts, tim
     policy = [rollouts.completion_mask[i, :n].bool().tolist() for i, n in enumerate(lengths)]
     logprobs = [rollouts.sampling_logprobs[i, :n].tolist() for i, n in enumerate(lengths)]
     truncated = rollouts.truncated.tolist()
+    temperature = None if rollouts.temperature is None else rollouts.temperature.tolist()
     for _ in range(times):
         going = [i for i in range(len(tokens)) if tokens[i] and policy[i][-1] and tokens[i][-1] in stops]
         if not going:
@@ -62,7 +63,6 @@ def force_continuation(engine, prompts: list[list[int]], rollouts: Rollouts, tim
             tokens[i] = tokens[i][:-1] + inserted
             policy[i] = policy[i][:-1] + [False] * len(inserted)
             logprobs[i] = logprobs[i][:-1] + [0.0] * len(inserted)
-        temperature = None if rollouts.temperature is None else rollouts.temperature.tolist()
         for t in sorted(set(temperature[i] for i in going)) if temperature else [None]:
             rows = [i for i in going if temperature is None or temperature[i] == t]
             out = engine.generate([prompts[i] + tokens[i] for i in rows], group_size=1, temperature=t)

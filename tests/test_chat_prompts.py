@@ -73,6 +73,24 @@ def test_a_model_without_a_chat_template_gets_plain_text():
     assert encode_prompts(tok, task, [{"prompt": CHAT}])[0] == tok(plain_text_prompt(CHAT))["input_ids"]
 
 
+def test_a_chat_template_that_refuses_a_prompt_names_the_sample():
+    """Gemma's template refuses a system turn; an empty rendering has nothing to sample from.
+    Either is aha's TaskError naming the sample, which the CLI prints (exit 2), not a Jinja
+    traceback from the middle of a run."""
+    tok = tiny_tokenizer()
+    tok.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not "
+                         "supported') }}{% endif %}{{ m['content'] }}{% endfor %}")
+    task = Task("t", [], [], system_prompt="Be brief.")
+    with pytest.raises(TaskError) as err:
+        encode_prompts(tok, task, [{"id": "q-3", "prompt": "Capital of Peru?"}])
+    assert str(err.value) == ("sample 'q-3': the model's chat template cannot write its prompt (TemplateError: System "
+                              "role not supported); messages: ['system', 'user']")
+    assert encode_prompts(tok, Task("t", [], []), [{"id": "q-3", "prompt": "Capital of Peru?"}])[0]
+    tok.chat_template = "{% if false %}{{ messages }}{% endif %}"
+    with pytest.raises(TaskError, match=r"^sample 'q-4': its prompt is no tokens as the model's chat template writes it$"):
+        encode_prompts(tok, Task("t", [], []), [{"id": "q-4", "prompt": "Capital of Peru?"}])
+
+
 def test_prompt_text_reads_a_conversation_as_turns():
     assert prompt_text(CHAT) == "system: Answer with one word.\nuser: Capital of France?"
     assert prompt_text("plain") == "plain"

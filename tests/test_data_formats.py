@@ -123,6 +123,12 @@ def test_an_empty_split_and_a_missing_file_are_errors(tmp_path):
         build_task(TaskConfig(data=str(good), eval_data=str(empty)))
     with pytest.raises(TaskError, match=r"task data file not found: .*nowhere\.csv"):
         build_task(TaskConfig(data=str(tmp_path / "nowhere.csv"), eval_data=str(good)))
+    from datasets import Dataset
+
+    Dataset.from_list([]).save_to_disk(str(tmp_path / "no_rows"))  # datasets itself cannot read this back
+    for stream in (False, True):
+        with pytest.raises(TaskError, match=r"no_rows: the datasets folder holds no rows \(an empty split\)"):
+            build_task(TaskConfig(data=str(good), eval_data=str(tmp_path / "no_rows"), stream=stream))
 
 
 def test_training_data_for_sft_reads_the_same_formats(tmp_path):

@@ -180,6 +180,8 @@ def _model_folder(tmp_path) -> Path:
     ("no tokenizer", r"its tokenizer cannot be loaded"),
     ("no config", r"has no config.json: not a Hugging Face model folder"),
     ("broken chat template", r"its tokenizer's chat template cannot write a conversation \(TemplateSyntaxError"),
+    ("empty chat template", r"its tokenizer's chat template writes a conversation as no tokens"),
+    ("an infinite weight", r"its weights hold NaN or inf in 1 tensors \(first: model.norm.weight\)"),
 ])
 def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message):
     """Never a model with random weights where the folder's are missing: transformers only warns."""
@@ -200,6 +202,14 @@ def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message)
         (folder / "model.safetensors").unlink()
     elif damage == "bad config":
         (folder / "config.json").write_text('{"model_type": "llama", "hidden_size": "big"')
+    elif damage == "an infinite weight":
+        weights["model.norm.weight"][3] = float("inf")
+        save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    elif damage == "empty chat template":
+        settings = json.loads((folder / "tokenizer_config.json").read_text())
+        settings["chat_template"] = "{% for message in messages %}{% endfor %}"
+        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
+        (folder / "chat_template.jinja").unlink(missing_ok=True)
     elif damage == "broken chat template":
         settings = json.loads((folder / "tokenizer_config.json").read_text())
         settings["chat_template"] = "{% for message in messages %}{{ message['content'] }"

@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("give --model or --checkpoint, not both: --checkpoint puts its weights into the config's model")
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.config import ConfigError, load_config
+    from aha.envs import EnvError
     from aha.eval.sampling import CacheMismatch
     from aha.models.compute import retain_freed_memory
     from aha.rewards import RewardError
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             _eval_samples(config, args)
         else:
             _eval(config, args.checkpoint, (args.models or [None])[0], args.output)
-    except (ConfigError, TaskError, RewardError, FileNotFoundError, FileExistsError, CacheMismatch,
+    except (ConfigError, TaskError, RewardError, EnvError, FileNotFoundError, FileExistsError, CacheMismatch,
             RunReportError, RunWriteError) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from aha.envs.base import EnvFactory, check_turn
+from aha.envs.base import EnvError, EnvFactory, check_turn
 from aha.rewards.compose import RewardResult
 from aha.rollout import Engine, Rollouts
 from aha.rollout.rollouts import rollouts_with_inserts
@@ -41,9 +41,13 @@ class TurnBridge:
             return f"\n\nUser: {observation}\n\nAssistant:"
         messages = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _MARK},
                     {"role": "user", "content": observation}]
-        rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        try:
+            rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        except Exception as err:  # noqa: BLE001 - a template that rejects a second user turn
+            raise EnvError(f"the model's chat template cannot write a multi-turn conversation "
+                           f"({type(err).__name__}: {str(err)[:300]})") from None
         if _MARK not in rendered:
-            raise ValueError("the tokenizer's chat template does not write assistant messages as given: "
+            raise EnvError("the tokenizer's chat template does not write assistant messages as given: "
                              "multi-turn episodes need one that does")
         return rendered[rendered.index(_MARK) + len(_MARK):]
 
@@ -54,7 +58,7 @@ class TurnBridge:
         was cut at its budget), which the bridge then does not repeat."""
         before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
         if not found:
-            raise ValueError("the tokenizer's chat template does not write user messages as given: "
+            raise EnvError("the tokenizer's chat template does not write user messages as given: "
                              "multi-turn episodes need one that does")
         encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])  # noqa: E731
         ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)

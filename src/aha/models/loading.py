@@ -76,6 +76,23 @@ def _dequantize_embedded(target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def chat_template_problem(tokenizer) -> str | None:
+    """Why the tokenizer's chat template cannot write a one-question conversation (None when
+    it can, or when there is no template): rendered once at load, not at the first step."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        return None
+    try:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True,
+                                            tokenize=True)
+    except Exception as err:  # noqa: BLE001 - a template that does not parse or render
+        return f"cannot write a conversation ({type(err).__name__}: {str(err)[:300]})"
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    if len(ids) == 0:
+        return "writes a conversation as no tokens"
+    return None
+
+
 def _from_folder(path: Path, name: str) -> LoadedModel:
     """The model and tokenizer of a Hugging Face folder. Weights that are missing from its
     files or shaped otherwise than its config says are an error: transformers would start
@@ -100,13 +117,13 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as err:  # noqa: BLE001 - missing or damaged tokenizer files
         raise ModelNotFound(f"{path}: its tokenizer cannot be loaded ({type(err).__name__}: {str(err)[:400]})") from None
-    if getattr(tokenizer, "chat_template", None) is not None:  # rendered once now, not at the first step
-        try:
-            tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True,
-                                          tokenize=False)
-        except Exception as err:  # noqa: BLE001 - a template that does not parse or render
-            raise ModelNotFound(f"{path}: its tokenizer's chat template cannot write a conversation "
-                                f"({type(err).__name__}: {str(err)[:300]})") from None
+    problem = chat_template_problem(tokenizer)
+    if problem:
+        raise ModelNotFound(f"{path}: its tokenizer's chat template {problem}")
+    poisoned = [name for name, tensor in model.state_dict().items()
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
+    if poisoned:  # a flipped exponent bit, a diverged run saved: training on it spreads NaN
+        raise ModelNotFound(f"{path}: its weights hold NaN or inf in {len(poisoned)} tensors (first: {poisoned[0]})")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model, tokenizer, name)

@@ -205,6 +205,8 @@ def _dataset(path: Path, split: str | None):
     try:
         data = load_from_disk(str(path))
     except Exception as err:  # not a save_to_disk folder, or a damaged one
+        if _saved_without_rows(path):  # datasets cannot read back an empty dataset it saved
+            raise TaskError(f"{path}: the datasets folder holds no rows (an empty split)") from None
         raise TaskError(f"{path}: a folder must be one written by datasets' save_to_disk "
                         f"({type(err).__name__}: {err})") from None
     label = str(path)
@@ -218,6 +220,16 @@ def _dataset(path: Path, split: str | None):
     if not isinstance(data, Dataset):
         raise TaskError(f"{path}: expected a Dataset or DatasetDict, got {type(data).__name__}")
     return data, label
+
+
+def _saved_without_rows(path: Path) -> bool:
+    """Whether save_to_disk wrote this folder from a dataset of no rows: its state.json lists
+    no data files."""
+    try:
+        state = json.loads((path / "state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("_data_files") == []
 
 
 class StreamedRows:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from aha.tasks.errors import TaskError
+
 if TYPE_CHECKING:
     from aha.tasks.base import Task
 
@@ -75,10 +77,18 @@ def encode_prompts(tokenizer, task: Task, samples: list[dict]) -> list[list[int]
     for sample in samples:
         messages = chat_messages(task, sample)
         if templated:
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            try:
+                ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            except Exception as err:  # noqa: BLE001 - a template that rejects this conversation (roles, a system turn)
+                raise TaskError(f"sample {sample.get('id')!r}: the model's chat template cannot write its prompt "
+                                f"({type(err).__name__}: {str(err)[:300]}); messages: "
+                                f"{[m['role'] for m in messages]}") from None
         else:
             ids = tokenizer(plain_text_prompt(messages))["input_ids"]
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
+        if len(ids) == 0:  # nothing to condition on: the engine cannot sample from an empty prompt
+            raise TaskError(f"sample {sample.get('id')!r}: its prompt is no tokens "
+                            + ("as the model's chat template writes it" if templated else "(empty text)"))
         out.append(list(ids))
     return out

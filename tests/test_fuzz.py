@@ -7,6 +7,7 @@ import math
 import string
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,12 +86,30 @@ rows = st.lists(st.one_of(st.dictionaries(st.sampled_from(["prompt", "answer", "
 
 
 def write_rows(path, fmt: str, value) -> None:
-    if isinstance(value, bytes):
+    if isinstance(value, bytes) and fmt == "datasets":  # a folder whose Arrow file is random bytes
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir()
+        (path / "data-00000-of-00001.arrow").write_bytes(value)
+        (path / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    elif isinstance(value, bytes):
         path.write_bytes(value)
     elif fmt == "jsonl":
         path.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in value))
     elif fmt == "json":
         path.write_text(json.dumps(value, allow_nan=True))
+    elif fmt == "datasets":  # a folder save_to_disk wrote; rows it cannot type leave a folder of junk
+        import shutil
+
+        from datasets import Dataset
+
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            Dataset.from_list([r for r in value if isinstance(r, dict)]).save_to_disk(str(path))
+        except Exception:  # noqa: BLE001 - whatever datasets refuses to type
+            path.mkdir()
+            (path / "dataset_info.json").write_text(json.dumps(value, default=str))
     elif fmt == "parquet":  # a table pyarrow can type; rows it cannot become random bytes
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -109,11 +128,11 @@ def write_rows(path, fmt: str, value) -> None:
 
 
 # a .json array cannot be streamed (an error says so; tested in test_data_formats)
-@pytest.mark.parametrize("fmt, stream", [(fmt, stream) for fmt in ("jsonl", "json", "csv", "tsv", "parquet")
-                                         for stream in (False, True) if not (stream and fmt in ("json", "parquet"))])
+@pytest.mark.parametrize("fmt, stream", [(fmt, stream) for fmt in ("jsonl", "json", "csv", "tsv", "parquet", "datasets")
+                                         for stream in (False, True) if not (stream and fmt == "json")])
 def test_data_loaders_fuzzed(tmp_path, fmt, stream):
     tried = []
-    path = tmp_path / f"data.{fmt}"
+    path = tmp_path / (f"data.{fmt}" if fmt != "datasets" else "data")
 
     @FUZZ
     @given(st.one_of(rows, st.binary(max_size=300)))
@@ -124,8 +143,8 @@ def test_data_loaders_fuzzed(tmp_path, fmt, stream):
             task = build_task(TaskConfig(data=str(path), eval_data=str(path), stream=stream))
             for sample in task.train:  # what loaded is usable: a prompt and an id each
                 assert "prompt" in sample and str(sample["id"]).strip()
-        except TaskError as err:
-            assert "data." in str(err) or "task." in str(err), str(err)
+        except TaskError as err:  # naming the file (and row) or the key at fault
+            assert str(path) in str(err) or "task." in str(err), str(err)
 
     check()
     assert len(tried) >= EXAMPLES
@@ -159,3 +178,163 @@ def test_reward_return_values_fuzzed():
 
     check()
     assert len(tried) >= EXAMPLES
+
+
+# pieces of real chat templates (ChatML, Llama's and Gemma's refusals), broken Jinja and text
+TEMPLATE_PIECES = [
+    "{% for message in messages %}", "{% endfor %}", "{{ message['content'] }}", "{{ message.role }}",
+    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n",
+    "{% if message['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}",
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must "
+    "alternate user/assistant/user/assistant/...') }}{% endif %}",
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}", "{{ bos_token }}", "{{ eos_token }}",
+    "{{ messages[3]['content'] }}", "{{ nothing.at_all }}", "{{ 1 / 0 }}", "{{ message['content'] | upper }}",
+    "{{ message['content'][:0] }}", "{{", "}}", "{%", "%}", "{# a comment #}", "{% set x = 1 %}", "{{ x }}",
+    "{{ messages | length }}", "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}{% endif %}",
+    "{% for m in messages %}{% if m.role == 'assistant' %}{{ raise_exception('no assistant turns') }}{% endif %}"
+    "{% endfor %}", "{{ messages[0]['content'] * 3 }}", "{% if true %}", "{% endif %}", "{% else %}",
+]
+templates = st.one_of(st.lists(st.one_of(st.sampled_from(TEMPLATE_PIECES), text), max_size=10).map("".join), text)
+messages = st.lists(st.fixed_dictionaries({"role": st.sampled_from(["system", "user", "assistant"]), "content": text}),
+                    max_size=3).map(lambda turns: turns + [{"role": "user", "content": "What is 2 + 2?"}])
+
+
+def test_chat_templates_fuzzed():
+    """Whatever a model's chat template is, the load-time check refuses it with a reason, or
+    every prompt it is asked to write becomes token ids, or the prompt's sample is named in a
+    TaskError (a template that rejects a system turn, say); a multi-turn bridge gets an
+    EnvError. Never a Jinja traceback from inside a run."""
+    from types import SimpleNamespace
+
+    from aha.envs import EnvError
+    from aha.envs.episodes import TurnBridge
+    from aha.models.loading import chat_template_problem
+    from aha.models.tiny import tiny_tokenizer
+    from aha.tasks import encode_prompts
+
+    tried, refused_at_load, written = [], [], []
+    tokenizer = tiny_tokenizer()
+
+    @FUZZ
+    @given(templates, st.one_of(st.none(), text), st.lists(st.fixed_dictionaries({"prompt": text, "answer": text}),
+                                                           max_size=2), st.one_of(text, messages))
+    def check(template, system, shots, prompt):
+        tried.append(1)
+        tokenizer.chat_template = template
+        problem = chat_template_problem(tokenizer)
+        if problem is not None:
+            refused_at_load.append(1)
+            assert problem.strip()
+            return
+        task = SimpleNamespace(system_prompt=system, few_shot=shots)
+        try:
+            (ids,) = encode_prompts(tokenizer, task, [{"id": "s-7", "prompt": prompt}])
+            assert ids and all(isinstance(i, int) for i in ids)
+            written.append(1)
+        except TaskError as err:
+            assert str(err).startswith("sample 's-7': "), str(err)
+        try:
+            assert all(isinstance(i, int) for i in TurnBridge(tokenizer).ids("4, try again", stop_token=None))
+        except EnvError as err:
+            assert "chat template" in str(err)
+
+    check()
+    assert len(tried) >= EXAMPLES
+    assert refused_at_load and written  # both outcomes were reached
+
+
+MODEL_FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+               "generation_config.json", "special_tokens_map.json"]
+# small values only: a config asking for a billion-wide layer would be a memory test, not a format one
+config_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 4096), st.floats(allow_nan=True), text,
+                          st.lists(st.integers(-3, 64), max_size=3))
+damages = st.one_of(
+    st.tuples(st.just("delete"), st.sampled_from(MODEL_FILES), st.none()),
+    st.tuples(st.just("truncate"), st.sampled_from(MODEL_FILES), st.floats(0, 0.999)),
+    st.tuples(st.just("flip"), st.sampled_from(MODEL_FILES), st.lists(st.tuples(st.floats(0, 0.999),
+                                                                              st.integers(0, 7)), min_size=1, max_size=4)),
+    st.tuples(st.just("bytes"), st.sampled_from(MODEL_FILES), st.binary(max_size=200)),
+    st.tuples(st.just("key"), st.sampled_from(["config.json", "tokenizer_config.json"]),
+              st.tuples(st.sampled_from(["hidden_size", "vocab_size", "num_hidden_layers", "num_attention_heads",
+                                         "num_key_value_heads", "intermediate_size", "model_type", "torch_dtype",
+                                         "tie_word_embeddings", "rope_theta", "max_position_embeddings",
+                                         "eos_token", "pad_token", "model_max_length", "tokenizer_class",
+                                         "chat_template", "added_tokens_decoder", "architectures"]),
+                        st.one_of(st.just("<deleted>"), config_values))),
+)
+
+
+def damage_folder(folder, damage) -> None:
+    kind, name, how = damage
+    path = folder / name
+    if not path.exists():
+        return
+    if kind == "delete":
+        path.unlink()
+    elif kind == "truncate":
+        path.write_bytes(path.read_bytes()[:int(how * path.stat().st_size)])
+    elif kind == "flip":
+        data = bytearray(path.read_bytes())
+        for where, bit in how if data else ():
+            data[int(where * len(data))] ^= 1 << bit
+        path.write_bytes(bytes(data))
+    elif kind == "bytes":
+        path.write_bytes(how)
+    else:
+        key, value = how
+        try:  # a key changed in a file an earlier damage left readable
+            settings = json.loads(path.read_text())
+        except ValueError:
+            return
+        if not isinstance(settings, dict):
+            return
+        if value == "<deleted>":
+            settings.pop(key, None)
+        else:
+            settings[key] = value
+        path.write_text(json.dumps(settings, allow_nan=True))
+
+
+MODEL_EXAMPLES = 300
+
+
+def test_model_folders_fuzzed(tmp_path):
+    """A Hugging Face model folder damaged at random (a file deleted, cut short, bits flipped,
+    replaced by bytes, a config or tokenizer key changed): it loads and runs a forward pass,
+    or aha's ModelNotFound names the folder. A flipped bit inside a weight's value is a
+    different model, which no folder format lets a loader tell; NaN and inf are refused."""
+    import shutil
+
+    from aha.models import load
+    from aha.models.loading import ModelNotFound
+    from aha.models.tiny import tiny_model, tiny_tokenizer
+
+    pristine = tmp_path / "pristine"
+    tokenizer = tiny_tokenizer()
+    tiny_model(len(tokenizer)).save_pretrained(pristine)
+    tokenizer.save_pretrained(pristine)
+    tried, loaded, refused = [], [], []
+
+    @settings(FUZZ, max_examples=MODEL_EXAMPLES)
+    @given(st.lists(damages, min_size=1, max_size=3))
+    def check(plan):
+        tried.append(1)
+        folder = tmp_path / "model"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(pristine, folder)
+        for damage in plan:
+            damage_folder(folder, damage)
+        try:
+            model = load(str(folder))
+        except ModelNotFound as err:
+            refused.append(1)
+            assert str(folder) in str(err)
+            return
+        loaded.append(1)
+        ids = model.tokenizer("What is 2 + 2?", return_tensors="pt")["input_ids"]
+        logits = model.model(input_ids=ids).logits
+        assert bool(torch.isfinite(logits).all())
+
+    check()
+    assert len(tried) >= MODEL_EXAMPLES
+    assert loaded and refused

@@ -31,6 +31,9 @@ METHODS = {
 # (point, how many times the process passes it before the kill): every phase of a run
 KILLS = [("step", 1), ("append", 3), ("checkpoint", 1), ("checkpoint-renamed", 1), ("eval", 1), ("eval-samples", 2),
          ("append", 1), ("step", 3), ("eval", 2)]
+POINTS = sorted({point for point, _ in KILLS})
+# how many times a 4-step run passes each point, at most (appends: a metrics, samples or groups line)
+PASSES = {"step": 4, "append": 30, "checkpoint": 2, "checkpoint-renamed": 2, "eval": 4, "eval-samples": 4}
 
 
 def aha_train(folder: Path, method: str, kill: str | None = None, timeout: float | None = None) -> int:
@@ -59,14 +62,20 @@ def comparable(run: Path) -> tuple:
     return metrics, lines(run / "samples.jsonl"), final.name, weights
 
 
-def kill_and_resume(tmp_path: Path, method: str, kills: list[str], random_kills: int = 0) -> int:
-    """Kill a run at each of kills (and at random_kills random times), resuming each time,
+def random_kills(rng: random.Random, count: int) -> list[str]:
+    """count kill points drawn at random: a phase, and which of its passes."""
+    draws = [rng.choice(POINTS) for _ in range(count)]
+    return [f"{point}:{rng.randint(1, PASSES[point])}" for point in draws]
+
+
+def kill_and_resume(tmp_path: Path, method: str, kills: list[str], random_times: int = 0) -> int:
+    """Kill a run at each of kills (and at random_times random moments), resuming each time,
     then finish it; returns how many kills landed. Asserts it ends as the straight run."""
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     assert aha_train(straight, method) == 0
     landed = 0
-    rng = random.Random(f"{method}:{len(kills)}")
-    plan = [("point", k) for k in kills] + [("time", rng.uniform(4.0, 12.0)) for _ in range(random_kills)]
+    rng = random.Random(f"{method}:{len(kills)}:time")
+    plan = [("point", k) for k in kills] + [("time", rng.uniform(4.0, 12.0)) for _ in range(random_times)]
     for kind, what in plan:
         code = aha_train(broken, method, kill=what) if kind == "point" else aha_train(broken, method, timeout=what)
         assert code in (0, -signal.SIGKILL), (kind, what, code)
@@ -92,10 +101,13 @@ def test_an_rl_run_killed_in_every_phase_resumes_as_if_never_stopped(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", list(METHODS))
 def test_every_method_killed_at_random_points_resumes_as_if_never_stopped(tmp_path, method):
-    """Per method: the 9 phase kills and 2 at random times (55 tried across the methods). A
+    """Per method: the 9 phase kills, 5 kill points drawn at random (a phase and which of its
+    passes: 25 across the methods) and 2 at random times (80 tried across the methods). A
     point a resumed process does not reach again (a reward model's held-out evaluation samples
-    nothing; an evaluation already behind the checkpoint) lets that run finish instead: at
-    least 6 kills land in every method, and every run ends as the straight one."""
-    kills = [f"{point}:{n}" for point, n in KILLS]
-    landed = kill_and_resume(tmp_path, method, kills, random_kills=2)
-    assert landed >= 6
+    nothing; an evaluation already behind the checkpoint; a pass beyond the run's last) lets
+    that run finish instead: at least 8 kills land in every method, and every run ends as the
+    straight one."""
+    kills = [f"{point}:{n}" for point, n in KILLS] + random_kills(random.Random(method), 5)
+    landed = kill_and_resume(tmp_path, method, kills, random_times=2)
+    print(f"{method}: {landed} of {len(kills) + 2} kills landed: {kills}")
+    assert landed >= 8

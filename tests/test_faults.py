@@ -88,6 +88,35 @@ def test_a_checkpoint_the_disk_refuses_leaves_the_previous_one_and_no_partial_fo
     assert steps_logged(tmp_path / "run") == [1, 2, 3, 4]
 
 
+def test_a_checkpoint_is_on_disk_before_its_rename_and_the_rename_before_pruning(tmp_path, monkeypatch):
+    """After a power cut a renamed checkpoint must hold its files (not empty ones the page
+    cache never wrote), and an older one is deleted only once the rename is on disk."""
+    import os
+
+    events = []
+    real_fsync, real_replace, real_rmtree = os.fsync, os.replace, checkpoint_module.shutil.rmtree
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(checkpoint_module.os, "fsync", fsync)
+    monkeypatch.setattr(checkpoint_module.os, "replace", lambda a, b: (events.append(("rename", str(a))),
+                                                                       real_replace(a, b)))
+    monkeypatch.setattr(checkpoint_module.shutil, "rmtree", lambda p, **kw: (events.append(("prune", str(p))),
+                                                                             real_rmtree(p, **kw)))
+    train(tiny_config(tmp_path, "run", "train.steps=4", "train.checkpoint_every=2", "train.keep_checkpoints=1"),
+          **QUIET)
+    root = str(tmp_path / "run/checkpoints")
+    rename = events.index(("rename", f"{root}/.step-4.tmp"))
+    synced = {path for kind, path in events[:rename] if kind == "fsync"}
+    files = {f"{root}/.step-4.tmp/{p.relative_to(tmp_path / 'run/checkpoints/step-4')}"
+             for p in (tmp_path / "run/checkpoints/step-4").rglob("*")}
+    assert files and files | {f"{root}/.step-4.tmp"} <= synced
+    prune = events.index(("prune", f"{root}/step-2"))
+    assert rename < events.index(("fsync", root), rename) < prune
+
+
 def _tmpfs(tmp_path, size: str):
     """A tmpfs of `size` (root only; the test is skipped elsewhere), unmounted afterwards."""
     mount = tmp_path / f"disk-{size}"

@@ -66,6 +66,7 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    _fsync(root)  # the rename itself on disk before an older checkpoint is deleted
     kill_point("checkpoint-renamed")  # whole, the older ones not pruned yet
     for old in list_checkpoints(root)[:-keep]:
         shutil.rmtree(old)
@@ -111,6 +112,19 @@ def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step
     manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
                 for p in sorted(tmp.rglob("*")) if p.is_file()}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    # on disk before the rename: after a power cut the renamed folder holds its files, not
+    # empty ones, so pruning the older checkpoints never leaves no whole one
+    for path in [*sorted(tmp.rglob("*")), tmp]:
+        _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's (or a folder's entries') data to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _sha256(path: Path) -> str:

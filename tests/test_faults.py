@@ -117,6 +117,35 @@ def test_a_checkpoint_is_on_disk_before_its_rename_and_the_rename_before_pruning
     assert rename < events.index(("fsync", root), rename) < prune
 
 
+def test_the_best_evaluated_checkpoint_is_chosen_from_the_held_out_records():
+    from aha.training.checkpoint import best_evaluated_step
+
+    records = [{"step": 0, "eval/accuracy": 0.9}, {"step": 2, "eval/accuracy": 0.5}, {"step": 2, "reward/mean": 1.0},
+               {"step": 3, "eval/accuracy": 0.75}, {"step": 4, "eval/accuracy": 0.25}, {"step": 6, "eval/accuracy": 0.5}]
+    assert best_evaluated_step(records, {2, 4}) == 2  # step 0 and 3 have no checkpoint
+    assert best_evaluated_step(records, {2, 4, 6}) == 6  # a tie keeps the later one
+    assert best_evaluated_step(records, {4}) == 4
+    assert best_evaluated_step(records, {5, 8}) is None
+    assert best_evaluated_step([{"step": 2, "reward/mean": 1.0}], {2}) is None
+
+
+@pytest.mark.parametrize("keep_best", [False, True])
+def test_keep_best_keeps_the_best_evaluated_checkpoint_beside_the_newest(tmp_path, keep_best):
+    from aha.training.checkpoint import best_evaluated_step
+
+    run = tmp_path / "run"
+    train(tiny_config(tmp_path, "run", "train.steps=6", "train.checkpoint_every=2", "train.keep_checkpoints=1",
+                      "eval.every=2", f"train.keep_best={str(keep_best).lower()}"), **QUIET)
+    kept = sorted(p.name for p in (run / "checkpoints").iterdir())
+    evaluated = [r for r in metrics(run) if "eval/accuracy" in r]
+    assert [r["step"] for r in evaluated if r["step"] in (2, 4)] == [2, 4]
+    if keep_best:  # decided at step 6's checkpoint, from the evaluations at the checkpoints then kept (2 and 4)
+        assert kept == sorted({"step-6", f"step-{best_evaluated_step(evaluated, {2, 4})}"})
+        assert len(kept) == 2
+    else:
+        assert kept == ["step-6"]
+
+
 def _tmpfs(tmp_path, size: str):
     """A tmpfs of `size` (root only; the test is skipped elsewhere), unmounted afterwards."""
     mount = tmp_path / f"disk-{size}"

@@ -109,6 +109,7 @@ class TrainConfig(Strict):
     dtype: Literal["auto", "float32", "bfloat16"] = Field("auto", description="compute dtype; auto = bf16 autocast only where the CPU has native bf16")
     checkpoint_every: int = Field(50, ge=0, description="write a checkpoint every N steps (and always at the last step and on Ctrl-C); 0: only then")
     keep_checkpoints: int = Field(2, ge=1, description="the newest checkpoints kept; older ones are deleted once a newer one is whole")
+    keep_best: bool = Field(False, description="also keep the checkpoint with the best held-out accuracy (of those evaluated at a checkpoint's step: make eval.every a multiple of checkpoint_every); ties keep the later one")
     resume: bool = Field(True, description="continue from the run folder's newest checkpoint, if it has one; false starts again from step 0 (the folder's metrics and samples are written anew)")
     log_samples: int = Field(4, ge=0, description="completions per step written to samples.jsonl")
     report: bool = Field(True, description="write runs/<name>/report.html (a plot of every logged metric) when the run ends; `aha report RUN` rebuilds it at any time")

@@ -34,7 +34,8 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trainer_state: dict, keep: int,
-                    extra: dict | None = None, tokenizer=None, files: dict[str, str] | None = None) -> Path:
+                    extra: dict | None = None, tokenizer=None, files: dict[str, str] | None = None,
+                    keep_also: int | None = None) -> Path:
     """Write checkpoints/step-N/ via a temporary folder and one rename, so a crash never
     leaves a half-written checkpoint that resume would pick up; then prune old ones.
 
@@ -43,7 +44,8 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     gets its config.json, generation_config.json and `tokenizer` (files and chat template),
     so the folder loads as a model. optimizers and extra (picklable training
     state such as a replay buffer) go into trainer.pt with the RNG states. files: name ->
-    text written beside them (a reward model's reward_model.json)."""
+    text written beside them (a reward model's reward_model.json). keep_also: a step whose
+    checkpoint is kept besides the newest `keep` (the best evaluated one)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step}"
     tmp = root / f".step-{step}.tmp"
@@ -69,8 +71,17 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     _fsync(root)  # the rename itself on disk before an older checkpoint is deleted
     kill_point("checkpoint-renamed")  # whole, the older ones not pruned yet
     for old in list_checkpoints(root)[:-keep]:
-        shutil.rmtree(old)
+        if old.name != f"step-{keep_also}":
+            shutil.rmtree(old)
     return final
+
+
+def best_evaluated_step(records: list[dict], steps: set[int]) -> int | None:
+    """Of the steps with a checkpoint, the one whose held-out evaluation scored best (the
+    later one on a tie); None when none of them was evaluated."""
+    scored = [(r["eval/accuracy"], r["step"]) for r in records
+              if r.get("eval/accuracy") is not None and r.get("step") in steps]
+    return max(scored)[1] if scored else None
 
 
 def _disk_full(err: BaseException, root: Path) -> bool:

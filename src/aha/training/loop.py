@@ -39,7 +39,8 @@ from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
 from aha.models.checkpoints import list_checkpoints
 from aha.models.compute import release_freed_memory
-from aha.training.checkpoint import load_checkpoint, non_finite_tensors, save_checkpoint, verify_checkpoint
+from aha.training.checkpoint import (best_evaluated_step, load_checkpoint, non_finite_tensors, save_checkpoint,
+                                     verify_checkpoint)
 from aha.training.method import Method, Setup
 from aha.training.methods import method_for
 from aha.models.compute import resolve_dtype
@@ -342,9 +343,13 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
 
     def checkpoint(step: int) -> None:
         nonlocal saved
+        best = None
+        if config.train.keep_best:  # from metrics.jsonl: what a resumed run decides is what a straight one did
+            best = best_evaluated_step(run.read_metrics(), {int(p.name[5:]) for p in list_checkpoints(run.checkpoints)})
         save_checkpoint(run.checkpoints, step, method.modules, method.optimizers,
                         {"accuracy_before": accuracy_before, **method.state()}, config.train.keep_checkpoints,
-                        method.extra_state(), tokenizer=setup.tokenizer, files=method.checkpoint_files())
+                        method.extra_state(), tokenizer=setup.tokenizer, files=method.checkpoint_files(),
+                        keep_also=best)
         saved = step
 
     try:

@@ -338,3 +338,49 @@ def test_model_folders_fuzzed(tmp_path):
     check()
     assert len(tried) >= MODEL_EXAMPLES
     assert loaded and refused
+
+
+def test_reward_specs_fuzzed():
+    """A config's reward list, generated: known and unknown functions, bad module paths,
+    arguments the function does not take or takes with the wrong type, weights, gates and
+    clips of every type, a reward model that is not there. Each is refused at load or build
+    with an error naming reward[i], or it scores completions: a number or a failure each."""
+    from aha.rewards import RewardError
+    from aha.rewards.functions import SHORT_NAMES
+
+    functions = [*SHORT_NAMES, "aha.rewards:numeric_answer", "nope_x:f", "aha.rewards:", ":f", "math:sqrt", "math:pi",
+                 "aha.rewards:nothing_here", "no_file.py:f", "", "json:dumps", "aha.rewards:batched"]
+    numbers = st.one_of(st.floats(-5, 5), st.floats(allow_nan=True), scalars)  # mostly numbers, as users write
+    argument_names = ["rel_tol", "pattern", "max_chars", "reference_field", "tol", "x", "case_sensitive", "target",
+                      "weights", "dtype"]
+    spec = st.fixed_dictionaries(
+        {"fn": st.one_of(st.sampled_from(functions), text.map(lambda t: "zz_" + t))},  # never a real module's name
+        optional={"weight": numbers, "name": st.one_of(st.none(), text), "combine": st.sampled_from(
+            ["sum", "product", "gate", "max"]), "gate_min": numbers, "clip_min": numbers, "clip_max": numbers,
+            "args": st.dictionaries(st.sampled_from(argument_names), values, max_size=2),
+            "model": st.sampled_from([None, "no/such/run"]), "workers": st.sampled_from([0, -1, "two"])})
+    tried, scored = [], []
+    samples = [{"id": "a", "prompt": "q", "answer": "2"}, {"id": "b", "prompt": "q", "answer": "x"}]
+
+    @FUZZ
+    @given(st.lists(spec, max_size=3))
+    def check(specs):
+        tried.append(1)
+        try:
+            config = load_config(None, ["reward=" + json.dumps(specs, allow_nan=True)])
+        except ConfigError as err:
+            assert "reward" in str(err), str(err)
+            return
+        try:
+            reward = build_reward(config.reward)
+        except RewardError as err:
+            assert str(err).startswith("reward"), str(err)
+            return
+        result = reward.score(["The answer is 2", ""], samples)
+        for total, failed in zip(result.total.tolist(), result.failed.tolist()):
+            assert math.isfinite(total) or failed
+        scored.append(1)
+
+    check()
+    print(f"reward specs: {len(tried)} tried, {len(scored)} built and scored")
+    assert len(tried) >= EXAMPLES and scored

@@ -53,8 +53,9 @@ def write_pool(folder: Path, learnable: int, hard: int) -> tuple[Path, Path]:
 
 
 def run(name: str, out: Path, train_file: Path, eval_file: Path, seed: int, steps: int, every: int,
-        extra: list[str]) -> list[tuple[int, int, float]]:
-    """One training run; returns (step, groups sampled so far, held-out accuracy) per evaluation."""
+        extra: list[str]) -> tuple[list[tuple[int, int, float]], int]:
+    """One training run; returns (step, groups sampled so far, held-out accuracy) per evaluation
+    and the groups trained over the run (those with an advantage)."""
     folder = out / f"{name}-seed{seed}"
     command = [str(ROOT / ".venv/bin/aha"), "train", str(ROOT / "configs/quickstart.yaml"), "task.name=null",
                f"task.data={train_file}", f"task.eval_data={eval_file}", f"seed={seed}", f"train.steps={steps}",
@@ -62,14 +63,15 @@ def run(name: str, out: Path, train_file: Path, eval_file: Path, seed: int, step
                *extra]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True)
-    sampled, points = 0, []
+    sampled, trained, points = 0, 0, []
     for line in (folder / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
         if "groups/sampled" in record:
             sampled += record["groups/sampled"]
+            trained += record["groups/trained"]
         if "eval/accuracy" in record:
             points.append((record.get("step", 0), sampled, record["eval/accuracy"]))
-    return points
+    return points, trained
 
 
 def main() -> None:
@@ -91,12 +93,14 @@ def main() -> None:
         for name, extra in settings.items():
             results[name][seed] = run(name, args.out, train_file, eval_file, seed, args.steps, args.every, extra)
             print(name, seed, results[name][seed], flush=True)
-    print("\n| run | seed | " + " | ".join(f"step {s}" for s, _, _ in results["uniform"][args.seeds[0]]) + " |")
-    print("|---|---|" + "---|" * len(results["uniform"][args.seeds[0]]))
+    first = results["uniform"][args.seeds[0]][0]
+    print("\n| run | seed | " + " | ".join(f"step {s}" for s, _, _ in first) + " | groups trained |")
+    print("|---|---|" + "---|" * (len(first) + 1))
     for name in settings:
         for seed in args.seeds:
-            cells = [f"{g} / {100 * a:.1f}%" for _, g, a in results[name][seed]]
-            print(f"| {name} | {seed} | " + " | ".join(cells) + " |")
+            points, trained = results[name][seed]
+            cells = [f"{g} / {100 * a:.1f}%" for _, g, a in points]
+            print(f"| {name} | {seed} | " + " | ".join(cells) + f" | {trained} |")
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
 
 

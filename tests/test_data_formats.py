@@ -129,6 +129,17 @@ def test_an_empty_split_and_a_missing_file_are_errors(tmp_path):
     for stream in (False, True):
         with pytest.raises(TaskError, match=r"no_rows: the datasets folder holds no rows \(an empty split\)"):
             build_task(TaskConfig(data=str(good), eval_data=str(tmp_path / "no_rows"), stream=stream))
+    from datasets import DatasetDict
+
+    splits = tmp_path / "splits"
+    rows = [{"prompt": "x", "answer": "y"}, {"prompt": "z", "answer": "w"}]
+    DatasetDict({"train": Dataset.from_list(rows), "test": Dataset.from_list([])}).save_to_disk(str(splits))
+    task = build_task(TaskConfig(data=str(splits), eval_data=str(good)))  # the train split alone is read
+    assert [s["prompt"] for s in task.train] == ["x", "z"]
+    with pytest.raises(TaskError, match=r"splits\[test\]: the datasets folder holds no rows \(an empty split\)"):
+        build_task(TaskConfig(data=str(splits)))
+    with pytest.raises(TaskError, match=r"splits: split test of the datasets folder holds no rows \(an empty split\)"):
+        build_task(TaskConfig(data=str(splits), split="validation", eval_data=str(good)))
 
 
 def test_training_data_for_sft_reads_the_same_formats(tmp_path):

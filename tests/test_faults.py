@@ -129,21 +129,69 @@ def test_the_best_evaluated_checkpoint_is_chosen_from_the_held_out_records():
     assert best_evaluated_step([{"step": 2, "reward/mean": 1.0}], {2}) is None
 
 
-@pytest.mark.parametrize("keep_best", [False, True])
-def test_keep_best_keeps_the_best_evaluated_checkpoint_beside_the_newest(tmp_path, keep_best):
-    from aha.training.checkpoint import best_evaluated_step
+def _scripted_accuracy(monkeypatch, accuracies: list[float]) -> None:
+    """Held-out evaluations score as scripted, in the order the run makes them."""
+    import dataclasses
 
-    run = tmp_path / "run"
-    train(tiny_config(tmp_path, "run", "train.steps=6", "train.checkpoint_every=2", "train.keep_checkpoints=1",
-                      "eval.every=2", f"train.keep_best={str(keep_best).lower()}"), **QUIET)
-    kept = sorted(p.name for p in (run / "checkpoints").iterdir())
-    evaluated = [r for r in metrics(run) if "eval/accuracy" in r]
-    assert [r["step"] for r in evaluated if r["step"] in (2, 4)] == [2, 4]
-    if keep_best:  # decided at step 6's checkpoint, from the evaluations at the checkpoints then kept (2 and 4)
-        assert kept == sorted({"step-6", f"step-{best_evaluated_step(evaluated, {2, 4})}"})
-        assert len(kept) == 2
-    else:
-        assert kept == ["step-6"]
+    from aha.eval import evaluate as real
+    from aha.training import loop
+
+    script = list(accuracies)
+    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: dataclasses.replace(real(*a, **k), accuracy=script.pop(0)))
+
+
+@pytest.mark.parametrize("keep_best, resumed", [(False, False), (True, False), (True, True)])
+def test_keep_best_keeps_the_best_evaluated_checkpoint_beside_the_newest(tmp_path, monkeypatch, keep_best, resumed):
+    """Evaluated at steps 0 (no checkpoint), 2 (the best), 4 and 6 (after training), with one
+    checkpoint kept: keep_best keeps step 2 besides step 6, also when the run stopped at step 4
+    and resumed (the choice is made from metrics.jsonl)."""
+    settings = ["train.checkpoint_every=2", "train.keep_checkpoints=1", "eval.every=2",
+                f"train.keep_best={str(keep_best).lower()}"]
+    if resumed:
+        _scripted_accuracy(monkeypatch, [0.75, 0.9, 0.2])  # before, step 2, after training (step 4)
+        train(tiny_config(tmp_path, "run", "train.steps=4", *settings), **QUIET)
+        assert sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir()) == ["step-2", "step-4"]
+    _scripted_accuracy(monkeypatch, [0.3] if resumed else [0.75, 0.9, 0.2, 0.3])
+    train(tiny_config(tmp_path, "run", "train.steps=6", *settings), **QUIET)
+    assert [(r["step"], r["eval/accuracy"]) for r in metrics(tmp_path / "run") if "eval/accuracy" in r] == [
+        (0, 0.75), (2, 0.9), (4, 0.2), (6, 0.3)]
+    kept = sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir())
+    assert kept == (["step-2", "step-6"] if keep_best else ["step-6"])
+
+
+def test_keep_best_may_be_turned_on_when_resuming_and_is_refused_where_nothing_is_evaluated(tmp_path):
+    from aha.config import ConfigError, load_config
+
+    train(tiny_config(tmp_path, "run", "train.steps=2"), **QUIET)
+    train(tiny_config(tmp_path, "run", "train.steps=3", "train.keep_best=true"), **QUIET)  # bookkeeping: allowed
+    assert steps_logged(tmp_path / "run") == [1, 2, 3]
+    root = Path(__file__).parent.parent / "configs"
+    for method in ("rm", "prm"):
+        with pytest.raises(ConfigError, match=rf"train.keep_best ranks checkpoints by held-out accuracy of sampled "
+                                              rf"answers, which method={method} does not measure"):
+            load_config(root / f"{method}_arithmetic.yaml", ["train.keep_best=true"])
+
+
+def test_a_folder_the_filesystem_cannot_flush_still_checkpoints(tmp_path, monkeypatch):
+    """Some network and FUSE mounts refuse fsync on a folder (EINVAL): a folder's flush is best
+    effort there; a file's flush failing is a checkpoint error."""
+    import os
+
+    real_fsync = os.fsync
+
+    def fsync(fd, refuse_files=False):
+        is_dir = os.path.isdir(os.readlink(f"/proc/self/fd/{fd}"))
+        if is_dir or refuse_files:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        real_fsync(fd)
+
+    monkeypatch.setattr(checkpoint_module.os, "fsync", fsync)
+    train(tiny_config(tmp_path, "run", "train.steps=2"), **QUIET)
+    assert verify_checkpoint(tmp_path / "run/checkpoints/step-2") is None
+    monkeypatch.setattr(checkpoint_module.os, "fsync", lambda fd: fsync(fd, refuse_files=True))
+    with pytest.raises(CheckpointError, match=r"could not write checkpoint .*step-4: OSError: .*Invalid argument"):
+        train(tiny_config(tmp_path, "run", "train.steps=4"), **QUIET)
+    assert sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir()) == ["step-2"]
 
 
 def _tmpfs(tmp_path, size: str):

@@ -106,6 +106,9 @@ class Config(Strict):
             problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
         if self.method == "prm" and not self.prm.data:
             problems.append("method=prm needs prm.data: a JSONL file of {prompt, steps, labels}")
+        if self.train.keep_best and self.method in ("rm", "prm"):
+            problems.append(f"train.keep_best ranks checkpoints by held-out accuracy of sampled answers, which "
+                            f"method={self.method} does not measure (it scores pairs or steps): drop it")
         if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
             problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
                             "set ray.rollout_workers >= 1 (and method=rl)")

@@ -35,6 +35,12 @@ class TurnBridge:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.templated = getattr(tokenizer, "chat_template", None) is not None
+        # rendered once, before the first turn: a template that cannot write a second user turn fails here
+        before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
+        if not found:
+            raise EnvError("the tokenizer's chat template does not write user messages as given: "
+                           "multi-turn episodes need one that does")
+        self.around = before, after
 
     def text(self, observation: str) -> str:
         if not self.templated:
@@ -48,7 +54,7 @@ class TurnBridge:
                            f"({type(err).__name__}: {str(err)[:300]})") from None
         if _MARK not in rendered:
             raise EnvError("the tokenizer's chat template does not write assistant messages as given: "
-                             "multi-turn episodes need one that does")
+                           "multi-turn episodes need one that does")
         return rendered[rendered.index(_MARK) + len(_MARK):]
 
     def ids(self, observation: str, stop_token: int | None) -> list[int]:
@@ -56,10 +62,7 @@ class TurnBridge:
         the observation itself never is (a tool that prints "<|im_end|>" shows that text, it
         does not end a turn). stop_token: the policy's turn ended on this stop token (None: it
         was cut at its budget), which the bridge then does not repeat."""
-        before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
-        if not found:
-            raise EnvError("the tokenizer's chat template does not write user messages as given: "
-                             "multi-turn episodes need one that does")
+        before, after = self.around
         encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])  # noqa: E731
         ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
         if ids and stop_token is not None and ids[0] == stop_token:  # the policy's stop token is the template's end of turn

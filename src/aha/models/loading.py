@@ -16,6 +16,7 @@ from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from aha.models.adapters import ADAPTER_CONFIG, is_adapter_folder
+from aha.tasks.prompts import token_ids
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,20 @@ def chat_template_problem(tokenizer) -> str | None:
                                             tokenize=True)
     except Exception as err:  # noqa: BLE001 - a template that does not parse or render
         return f"cannot write a conversation ({type(err).__name__}: {str(err)[:300]})"
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    if len(ids) == 0:
+    if len(token_ids(ids)) == 0:
         return "writes a conversation as no tokens"
     return None
+
+
+def non_finite_parameters(model) -> list[str]:
+    """Names of the parameters holding NaN or inf."""
+    return [name for name, p in model.named_parameters() if p.is_floating_point() and not bool(torch.isfinite(p).all())]
+
+
+def _refuse_non_finite(model, path: Path) -> None:
+    poisoned = non_finite_parameters(model)
+    if poisoned:  # a flipped exponent bit, a diverged run saved: training on it spreads NaN
+        raise ModelNotFound(f"{path}: its weights hold NaN or inf in {len(poisoned)} tensors (first: {poisoned[0]})")
 
 
 def _from_folder(path: Path, name: str) -> LoadedModel:
@@ -120,10 +130,7 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
     problem = chat_template_problem(tokenizer)
     if problem:
         raise ModelNotFound(f"{path}: its tokenizer's chat template {problem}")
-    poisoned = [name for name, tensor in model.state_dict().items()
-                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())]
-    if poisoned:  # a flipped exponent bit, a diverged run saved: training on it spreads NaN
-        raise ModelNotFound(f"{path}: its weights hold NaN or inf in {len(poisoned)} tensors (first: {poisoned[0]})")
+    _refuse_non_finite(model, path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return LoadedModel(model, tokenizer, name)
@@ -177,6 +184,7 @@ def _with_adapter(folder: Path, seed: int) -> LoadedModel:
                             f"cannot be loaded: {err}") from None
     load_adapter(loaded.model, folder)
     merge_lora(loaded.model)
+    _refuse_non_finite(loaded.model, folder)
     loaded.model.eval()
     return LoadedModel(loaded.model, loaded.tokenizer, str(folder))
 

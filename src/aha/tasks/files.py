@@ -202,14 +202,21 @@ def _dataset(path: Path, split: str | None):
         from datasets import Dataset, DatasetDict, load_from_disk
     except ImportError:
         raise TaskError(f"{path}: reading a datasets folder needs datasets (pip install 'aha[data]')") from None
+    label = str(path)
+    if split is not None and (path / "dataset_dict.json").is_file() and (path / split / "state.json").is_file():
+        path, label = path / split, f"{path}[{split}]"  # that split alone: the others' state does not matter
     try:
         data = load_from_disk(str(path))
     except Exception as err:  # not a save_to_disk folder, or a damaged one
-        if _saved_without_rows(path):  # datasets cannot read back an empty dataset it saved
-            raise TaskError(f"{path}: the datasets folder holds no rows (an empty split)") from None
+        # datasets cannot read back an empty dataset it saved
+        empty = [folder for folder in [path, *sorted(path.glob("*/"))] if _saved_without_rows(folder)]
+        if empty == [path]:
+            raise TaskError(f"{label}: the datasets folder holds no rows (an empty split)") from None
+        if empty:
+            raise TaskError(f"{label}: split {', '.join(f.name for f in empty)} of the datasets folder holds no rows "
+                            "(an empty split)") from None
         raise TaskError(f"{path}: a folder must be one written by datasets' save_to_disk "
                         f"({type(err).__name__}: {err})") from None
-    label = str(path)
     if isinstance(data, DatasetDict):
         if split is None:
             raise TaskError(f"{path}: a datasets folder of several splits ({', '.join(data)}); name one folder of it, "

@@ -68,6 +68,14 @@ def plain_text_prompt(messages: list[dict]) -> str:
     return "".join(f"{m['role'].capitalize()}: {m['content']}\n\n" for m in messages) + "Assistant:"
 
 
+def token_ids(encoded) -> list[int]:
+    """What apply_chat_template(tokenize=True) returns, as ids: transformers gives a list of
+    ids or, in newer versions, a BatchEncoding holding them."""
+    if isinstance(encoded, dict) or hasattr(encoded, "keys"):
+        encoded = encoded["input_ids"]
+    return list(encoded)
+
+
 def encode_prompts(tokenizer, task: Task, samples: list[dict]) -> list[list[int]]:
     """Prompt token ids through the tokenizer's chat template (plain text where it has none),
     ready for generation. These ids travel with the rollout to the learner: nothing is
@@ -80,15 +88,14 @@ def encode_prompts(tokenizer, task: Task, samples: list[dict]) -> list[list[int]
             try:
                 ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
             except Exception as err:  # noqa: BLE001 - a template that rejects this conversation (roles, a system turn)
-                raise TaskError(f"sample {sample.get('id')!r}: the model's chat template cannot write its prompt "
+                raise TaskError(f"sample {sample.get('id', '?')!r}: the model's chat template cannot write its prompt "
                                 f"({type(err).__name__}: {str(err)[:300]}); messages: "
                                 f"{[m['role'] for m in messages]}") from None
         else:
             ids = tokenizer(plain_text_prompt(messages))["input_ids"]
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
+        ids = token_ids(ids)
         if len(ids) == 0:  # nothing to condition on: the engine cannot sample from an empty prompt
-            raise TaskError(f"sample {sample.get('id')!r}: its prompt is no tokens "
+            raise TaskError(f"sample {sample.get('id', '?')!r}: its prompt is no tokens "
                             + ("as the model's chat template writes it" if templated else "(empty text)"))
-        out.append(list(ids))
+        out.append(ids)
     return out

@@ -13,7 +13,7 @@ from aha.config import Config, ConfigError, from_dict, read_mapping
 # the policy, never changes it; a run stopped by an unfit eval.scorer resumes with a fitting one).
 ALLOWED = frozenset({
     "output_dir", "base_dir",
-    "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
+    "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints", "train.keep_best",
     "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps", "train.micro_batch_size", "rollout.batch_size",
     "rm.eval_data",  # a reward model's held-out pairs are only scored
 })

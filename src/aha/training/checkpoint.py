@@ -130,12 +130,20 @@ def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step
 
 
 def _fsync(path: Path) -> None:
-    """Flush a file's (or a folder's entries') data to the disk."""
-    fd = os.open(path, os.O_RDONLY)
+    """Flush a file's (or a folder's entries') data to the disk. A folder is best effort:
+    Windows cannot open one, and some network and FUSE mounts refuse to flush one."""
+    folder = path.is_dir()
+    if folder and os.name == "nt":
+        return
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as err:
+        if not (folder and err.errno in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES, errno.EBADF)):
+            raise
 
 
 def _sha256(path: Path) -> str:

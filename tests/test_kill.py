@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,10 +78,12 @@ def kill_and_resume(tmp_path: Path, method: str, kills: list[str], random_times:
     """Kill a run at each of kills (and at random_times random moments), resuming each time,
     then finish it; returns whether each kill landed. Asserts it ends as the straight run."""
     straight, broken = tmp_path / "straight", tmp_path / "broken"
+    began = time.monotonic()
     assert aha_train(straight, method) == 0
+    took = time.monotonic() - began  # random times fall within a whole run's length
     landed = []
     rng = random.Random(f"{method}:{len(kills)}:time")
-    plan = [("point", k) for k in kills] + [("time", rng.uniform(4.0, 12.0)) for _ in range(random_times)]
+    plan = [("point", k) for k in kills] + [("time", rng.uniform(0.3, 0.95) * took) for _ in range(random_times)]
     for kind, what in plan:
         code = aha_train(broken, method, kill=what) if kind == "point" else aha_train(broken, method, timeout=what)
         assert code in (0, -signal.SIGKILL), (kind, what, code)

@@ -16,7 +16,6 @@ from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from aha.models.adapters import ADAPTER_CONFIG, is_adapter_folder
-from aha.tasks.prompts import token_ids
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +82,11 @@ def chat_template_problem(tokenizer) -> str | None:
     if getattr(tokenizer, "chat_template", None) is None:
         return None
     try:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True,
-                                            tokenize=True)
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "2 + 2?"}], add_generation_prompt=True,
+                                             tokenize=False)
     except Exception as err:  # noqa: BLE001 - a template that does not parse or render
         return f"cannot write a conversation ({type(err).__name__}: {str(err)[:300]})"
-    if len(token_ids(ids)) == 0:
+    if not text:
         return "writes a conversation as no tokens"
     return None
 

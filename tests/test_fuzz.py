@@ -384,3 +384,61 @@ def test_reward_specs_fuzzed():
     check()
     print(f"reward specs: {len(tried)} tried, {len(scored)} built and scored")
     assert len(tried) >= EXAMPLES and scored
+
+
+RUN_EXAMPLES = 300
+metric_rows = st.lists(st.one_of(
+    st.fixed_dictionaries({"step": st.one_of(st.integers(-2, 6), scalars)},
+                          optional={"reward/mean": scalars, "eval/accuracy": scalars, "time/step_s": scalars,
+                                    "groups/sampled": scalars, "kl": values}),
+    st.fixed_dictionaries({"step": st.integers(0, 6), "epoch": st.one_of(st.integers(0, 3), scalars),
+                           "id": st.one_of(text, st.integers(), scalars), "right": st.one_of(st.integers(0, 8), scalars),
+                           "tried": st.one_of(st.integers(0, 8), scalars)}),
+    values), max_size=8)
+
+
+def test_run_folders_fuzzed(tmp_path, capsys):
+    """The commands that read a run folder (`aha report`, `aha select`) on folders whose
+    metrics.jsonl, groups.jsonl, samples.jsonl, config.yaml and monitor.json are generated junk, half-good
+    lines or random bytes: each succeeds or exits 2 with `aha: error:` naming what is at
+    fault; never a traceback."""
+    from aha.cli import main
+
+    run, tried, outcomes = tmp_path / "run", [], {0: 0, 2: 0}
+    files = ["metrics.jsonl", "groups.jsonl", "samples.jsonl"]
+
+    good = st.lists(st.fixed_dictionaries({"step": st.integers(0, 6), "reward/mean": st.floats(0, 1),
+                                           "eval/accuracy": st.floats(0, 1)}), min_size=1, max_size=4)
+    good_config = "model: tiny\ntask: {name: arithmetic, num_eval: 4}\n"
+
+    @settings(FUZZ, max_examples=RUN_EXAMPLES)
+    @given(st.fixed_dictionaries({name: st.one_of(st.none(), st.binary(max_size=100), metric_rows, good)
+                                  for name in files}),
+           st.one_of(st.none(), st.just(good_config), st.just(good_config), text),
+           st.sampled_from(["report", "select"]),
+           st.one_of(st.none(), values, st.fixed_dictionaries({"flags": st.dictionaries(text, values, max_size=2)})))
+    def check(contents, config, command, monitor):
+        tried.append(1)
+        import shutil
+
+        shutil.rmtree(run, ignore_errors=True)
+        run.mkdir()
+        for name, content in contents.items():
+            if isinstance(content, bytes):
+                (run / name).write_bytes(content)
+            elif content is not None:
+                (run / name).write_text("".join(json.dumps(row, allow_nan=True) + "\n" for row in content))
+        if config is not None:
+            (run / "config.yaml").write_text(config)
+        if monitor is not None:
+            (run / "monitor.json").write_text(json.dumps(monitor, allow_nan=True))
+        argv = [command, str(run)] + (["--out", str(tmp_path / "selected.jsonl")] if command == "select" else [])
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code in (0, 2), (code, err)
+        if code == 2:
+            assert "aha: error: " in err and err.strip().count("\n") == 0, err
+        outcomes[code] += 1
+
+    check()
+    assert len(tried) >= RUN_EXAMPLES and all(outcomes.values()), outcomes

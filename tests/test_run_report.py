@@ -59,6 +59,23 @@ def test_bad_run_folders_are_named(tmp_path, capsys):
     assert "steps logged: 1." in (tmp_path / "report.html").read_text()
     assert main(["report", str(tmp_path), "--eval", str(tmp_path / "nowhere")]) == 2
     assert f"--eval {tmp_path / 'nowhere'}: no report.json there" in capsys.readouterr().err
+    for name, content, message in [
+        ("metrics.jsonl", '{"step": "one", "reward/mean": 0.5}\n{"step": 2}\n', ":1: step must be a whole number, got 'one'"),
+        ("metrics.jsonl", '[1, 2]\n{"step": 2}\n', ":1: expected an object as a run writes, got list"),
+        ("samples.jsonl", '{"step": 1, "split": "train", "reward": "high"}\n{"step": 1}\n',
+         ":1: reward must be a number, got 'high'"),
+        ("config.yaml", "model: [tiny\n", ": not YAML (ValueError: while parsing a flow sequence"),
+        ("monitor.json", '{"flags": {"length": 3}}', ": config.yaml (or monitor.json) is not the mapping a run writes"),
+        ("metrics.jsonl", b'{"step": 1, "reward/mean": 0.5}\n{"step": 2, "note": "\xff"}\n', ":2: not UTF-8 text"),
+    ]:
+        (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+        (tmp_path / "config.yaml").write_text("model: tiny\n")
+        for other in ("samples.jsonl", "monitor.json"):
+            (tmp_path / other).unlink(missing_ok=True)
+        (tmp_path / name).write_bytes(content) if isinstance(content, bytes) else (tmp_path / name).write_text(content)
+        assert main(["report", str(tmp_path)]) == 2, name
+        err = capsys.readouterr().err
+        assert err.startswith("aha: error: ") and message in err, (message, err)
 
 
 def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, browser):

@@ -74,6 +74,22 @@ def test_select_needs_a_run_of_two_epochs(tmp_path):
     assert main(["select", str(run), "--out", str(tmp_path / "x.jsonl")]) == 2
 
 
+@pytest.mark.parametrize("row, message", [
+    ({"step": 1, "epoch": 0, "right": 1, "tried": 4}, ":2: missing id"),
+    ({"step": 1, "epoch": "0", "id": "a", "right": 1, "tried": 4}, ":2: epoch, right and tried must be whole numbers"),
+    ({"step": 1, "epoch": 0, "id": "a", "right": 5, "tried": 4}, ":2: right (5) exceeds tried (4)"),
+    ({"step": 1, "epoch": 0, "id": ["a"], "right": 1, "tried": 4}, ":2: id must be a string or an integer, got list"),
+    ([1, 2], ":2: expected an object {step, epoch, id, right, tried}, got list"),
+    ({"step": 1, "epoch": 10**9, "id": "a", "right": 1, "tried": 4}, ": epochs up to 1000000000 in 3 lines"),
+])
+def test_a_groups_file_an_rl_run_did_not_write_is_named(tmp_path, capsys, row, message):
+    good = {"step": 1, "epoch": 0, "id": "b", "right": 1, "tried": 4}
+    (tmp_path / "groups.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(row) + "\n" + json.dumps(good) + "\n")
+    assert main(["select", str(tmp_path), "--out", str(tmp_path / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"aha: error: {tmp_path / 'groups.jsonl'}{message}" in err, err
+
+
 def test_a_last_epoch_the_run_stopped_inside_is_left_out(tmp_path):
     rows = [{"step": 1, "epoch": e, "id": i, "right": r, "tried": 4}
             for e, i, r in [(0, "a", 0), (0, "b", 4), (1, "a", 2), (1, "b", 4), (2, "a", 4)]]

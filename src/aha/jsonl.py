@@ -13,7 +13,11 @@ def read_jsonl(path: Path, error: type[Exception] = ValueError, torn_tail: bool 
     leaves it half-written, and it is left out (the caller may rewrite the file)."""
     # lines end at \n only: str.splitlines would also split inside JSON strings holding U+2028,
     # U+0085 and the like, which json.dumps(ensure_ascii=False) writes as they are
-    text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not data
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is not data
+    except UnicodeDecodeError as err:
+        line = Path(path).read_bytes()[:err.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()

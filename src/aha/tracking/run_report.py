@@ -86,8 +86,29 @@ HEADLINE = ["eval/accuracy", "reward/mean", "reward/correct_frac", "monitor/gold
 
 def read_records(path: Path) -> list[dict]:
     """A run file's records; a torn last line (the run is being written, or was killed
-    mid-write) is left out."""
-    return [r for _, r in read_jsonl(path, RunReportError, torn_tail=True)] if path.is_file() else []
+    mid-write) is left out. Each must be a record as a run writes it: an object whose step
+    is a whole number and whose reward, if any, a number."""
+    if not path.is_file():
+        return []
+    records = read_jsonl(path, RunReportError, torn_tail=True)
+    for line, record in records:
+        if not isinstance(record, dict):
+            raise RunReportError(f"{path}:{line}: expected an object as a run writes, got {type(record).__name__}")
+        step = record.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise RunReportError(f"{path}:{line}: step must be a whole number, got {step!r}")
+        reward = record.get("reward", 0.0)
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+            raise RunReportError(f"{path}:{line}: reward must be a number, got {reward!r}")
+    return [record for _, record in records]
+
+
+def _read_file(path: Path, parse, what: str):
+    """A file of the run folder parsed (YAML or JSON), its faults named with its path."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:  # JSON errors and yaml.YAMLError are ValueErrors or kin
+        raise RunReportError(f"{path}: not {what} ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
 
 
 def series(records: list[dict]) -> dict[str, tuple[list[int], list[float]]]:
@@ -226,9 +247,18 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         raise RunReportError(f"{run} is not a run folder with logged steps (no config.yaml or empty metrics.jsonl)")
     import yaml
 
-    config = yaml.safe_load((run / "config.yaml").read_text()) or {}
-    monitor = json.loads((run / "monitor.json").read_text()) if (run / "monitor.json").is_file() else {}
-    flags = monitor.get("flags", {})
+    def parse_yaml(text: str):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ValueError(str(err)) from None
+
+    config = _read_file(run / "config.yaml", parse_yaml, "YAML") or {}
+    monitor = _read_file(run / "monitor.json", json.loads, "JSON") if (run / "monitor.json").is_file() else {}
+    flags = monitor.get("flags", {}) if isinstance(monitor, dict) else None
+    if not isinstance(config, dict) or not isinstance(flags, dict) or not all(
+            isinstance(f, dict) and {"step", "detail"} <= set(f) for f in flags.values()):
+        raise RunReportError(f"{run}: config.yaml (or monitor.json) is not the mapping a run writes")
     data = series(metrics)
     steps = max((r["step"] for r in metrics if "reward/mean" in r), default=0)
     total = (config.get("train") or {}).get("steps")
@@ -256,7 +286,7 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
     parts.append(_samples_section(read_records(run / "samples.jsonl")))
     for path in eval_reports:
         parts.append(f"<h2>Eval: {e(str(path.parent))}</h2>")
-        parts.extend(eval_sections(json.loads(path.read_text()), heading="h3"))
+        parts.extend(eval_sections(_read_file(path, json.loads, "JSON"), heading="h3"))
     parts.append(f"<details><summary>config.yaml</summary><pre>{e((run / 'config.yaml').read_text())}</pre></details>")
     return page(f"aha run: {run.name}", parts)
 

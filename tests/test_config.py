@@ -62,6 +62,9 @@ def test_std_advantages_need_groups_of_two(tmp_path):
     ("train.group_size=4", "did you mean rollout.group_size?"),  # a key in the wrong section
     ("rolout.group_size=3", "did you mean rollout?"),
     ("algorithm.kl_coeff=0.1", "did you mean algorithm.kl_coef?"),
+    ("train.keep_last=3", "did you mean train.keep_checkpoints?"),  # as other frameworks name it
+    ("rollout.num_generations=8", "did you mean rollout.group_size?"),
+    ("train.learning_rate=1e-5", "did you mean train.lr?"),
     ("reward=[{fn: numeric_answer, wieght: 2}]", "did you mean reward.0.weight?"),
     ("weight=2", "did you mean reward: [{weight: ...}]?"),
 ])

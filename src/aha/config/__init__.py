@@ -191,6 +191,15 @@ def sections() -> list[tuple[str, type[BaseModel]]]:
             if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)]
 
 
+# keys as other frameworks (TRL, verl) or the issue tracker name them -> aha's
+OTHER_NAMES = {
+    "keep_last": "train.keep_checkpoints", "save_total_limit": "train.keep_checkpoints",
+    "num_generations": "rollout.group_size", "learning_rate": "train.lr", "max_steps": "train.steps",
+    "max_completion_length": "rollout.max_new_tokens", "per_device_train_batch_size": "train.micro_batch_size",
+    "epsilon": "algorithm.clip_low", "epsilon_high": "algorithm.clip_high",
+}
+
+
 def suggestion(location: tuple) -> str:
     """' (did you mean ...?)' for an unknown key at `location` (pydantic's loc), or ''."""
     model: type[BaseModel] = Config
@@ -215,6 +224,8 @@ def suggestion(location: tuple) -> str:
         elsewhere.append(f"reward: [{{{leaf}: ...}}]")
     if elsewhere:
         return f" (did you mean {elsewhere[0]}?)"
+    if leaf in OTHER_NAMES:  # another framework's name for one of ours
+        return f" (did you mean {OTHER_NAMES[leaf]}?)"
     close = difflib.get_close_matches(leaf, list(model.model_fields), n=1, cutoff=0.6 if len(leaf) > 3 else 0.8)
     return f" (did you mean {'.'.join(path + close)}?)" if close else ""
 

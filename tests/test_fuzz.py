@@ -414,7 +414,9 @@ def test_run_folders_fuzzed(tmp_path, capsys):
     @settings(FUZZ, max_examples=RUN_EXAMPLES)
     @given(st.fixed_dictionaries({name: st.one_of(st.none(), st.binary(max_size=100), metric_rows, good)
                                   for name in files}),
-           st.one_of(st.none(), st.just(good_config), st.just(good_config), text),
+           st.one_of(st.none(), st.just(good_config), st.just(good_config), text,
+                     st.dictionaries(st.sampled_from(["model", "task", "train", "algorithm", "reward", "eval"]), values,
+                                     max_size=4).map(lambda d: json.dumps(d, allow_nan=True))),
            st.sampled_from(["report", "select"]),
            st.one_of(st.none(), values, st.fixed_dictionaries({"flags": st.dictionaries(text, values, max_size=2)})))
     def check(contents, config, command, monitor):

@@ -64,7 +64,9 @@ def test_bad_run_folders_are_named(tmp_path, capsys):
         ("metrics.jsonl", '[1, 2]\n{"step": 2}\n', ":1: expected an object as a run writes, got list"),
         ("samples.jsonl", '{"step": 1, "split": "train", "reward": "high"}\n{"step": 1}\n',
          ":1: reward must be a number, got 'high'"),
-        ("config.yaml", "model: [tiny\n", ": not YAML (ValueError: while parsing a flow sequence"),
+        ("config.yaml", "model: [tiny\n", ": not YAML (ParserError: while parsing a flow sequence"),
+        ("config.yaml", "model: tiny\ntrain: 5\n", ": config.yaml (or monitor.json) is not the mapping a run writes"),
+        ("config.yaml", "model: tiny\nreward: abc\n", ": config.yaml (or monitor.json) is not the mapping a run writes"),
         ("monitor.json", '{"flags": {"length": 3}}', ": config.yaml (or monitor.json) is not the mapping a run writes"),
         ("metrics.jsonl", b'{"step": 1, "reward/mean": 0.5}\n{"step": 2, "note": "\xff"}\n', ":2: not UTF-8 text"),
     ]:

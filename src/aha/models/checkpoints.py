@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from safetensors import SafetensorError
 from safetensors.torch import load_model
 
 from aha.models.errors import ModelNotFound
@@ -30,12 +31,12 @@ def load_weights(model, folder: Path, name: str = "model", verify: bool = True) 
     model and folded into its weights (evaluating a checkpoint on its base model). verify:
     check the folder against its manifest first (a checkpoint damaged on disk would load
     silently wrong weights)."""
-    from aha.models.adapters import has_lora, is_adapter_folder, load_adapter, merge_lora
+    from aha.models.adapters import ADAPTER_WEIGHTS, has_lora, is_adapter_folder, load_adapter, merge_lora
 
+    adapter = name == "model" and is_adapter_folder(Path(folder))
     if verify:
-        refuse_damaged(folder)
-
-    if name == "model" and is_adapter_folder(Path(folder)):
+        refuse_damaged(folder, ADAPTER_WEIGHTS if adapter else f"{name}.safetensors")
+    if adapter:
         resuming = has_lora(model)
         load_adapter(model, Path(folder))
         if not resuming:
@@ -46,19 +47,22 @@ def load_weights(model, folder: Path, name: str = "model", verify: bool = True) 
         raise FileNotFoundError(f"{folder} is not a checkpoint: no {name}.safetensors")
     try:
         load_model(model, str(path), strict=True)  # raises on any missing or unexpected tensor
-    except Exception as err:  # noqa: BLE001 - a damaged file, or weights of another shape or model
+    except (RuntimeError, KeyError, ValueError, OSError, SafetensorError) as err:  # damaged, or another model's
         raise ModelNotFound(f"{path}: its weights cannot be loaded into this model "
                             f"({type(err).__name__}: {' '.join(str(err).split())[:400]})") from None
 
 
-def refuse_damaged(folder: Path) -> None:
-    """An error naming the damage of a checkpoint folder whose weights differ from its
-    manifest. Only the weights: a user may edit its config or tokenizer files (an adapter's
-    base model moved), and a broken one fails loudly as it loads."""
-    if (Path(folder) / MANIFEST).is_file():
-        damage = verify_checkpoint(folder, weights_only=True)
+def refuse_damaged(folder: Path, weights: str) -> None:
+    """An error naming the damage when an aha checkpoint's weights file (`weights`, the one
+    about to be loaded) differs from the checkpoint's manifest. Only that file: a user may
+    edit its config or tokenizer files (an adapter's base model moved) or delete weights
+    not needed (a critic), and a broken config fails loudly as it loads."""
+    folder = Path(folder)
+    if (folder / MANIFEST).is_file() and (folder / "state.json").is_file():  # written by aha's training loop
+        damage = verify_checkpoint(folder, only={weights})
         if damage:
-            raise ModelNotFound(f"checkpoint {folder} is damaged: {damage}")
+            raise ModelNotFound(f"checkpoint {folder} is damaged: {damage} (if you replaced {weights} on purpose, "
+                                f"delete {folder / MANIFEST})")
 
 
 def sha256_file(path: Path) -> str:
@@ -69,18 +73,18 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify_checkpoint(folder: Path, weights_only: bool = False) -> str | None:
+def verify_checkpoint(folder: Path, only: set[str] | None = None) -> str | None:
     """Why the checkpoint folder is damaged (a file missing, shorter or longer, or changed
     since it was written, against its manifest), or None when it is whole. A checkpoint
-    written before manifests existed is taken as it is. weights_only: its .safetensors files
-    alone."""
+    written before manifests existed is taken as it is. only: these files of the manifest
+    alone (one not listed there is not checked)."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
         return None if (Path(folder) / "state.json").is_file() else f"no {MANIFEST} and no state.json"
     try:
         manifest = json.loads(path.read_text())
         entries = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in manifest.items()
-                   if not weights_only or name.endswith(".safetensors")]
+                   if only is None or name in only]
     except (OSError, ValueError, AttributeError, TypeError, KeyError) as err:
         return f"{MANIFEST} unreadable ({type(err).__name__}: {err})"
     try:

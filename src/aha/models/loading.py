@@ -15,7 +15,7 @@ import torch
 from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from aha.models.adapters import ADAPTER_CONFIG, is_adapter_folder
+from aha.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder
 from aha.models.checkpoints import refuse_damaged
 from aha.models.errors import ModelNotFound
 
@@ -153,7 +153,8 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             raise ModelNotFound(
                 f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
             )
-        refuse_damaged(folder)  # a run's checkpoint whose files changed on disk since it was written
+        # a run's checkpoint whose weights changed on disk since it was written
+        refuse_damaged(folder, ADAPTER_WEIGHTS if is_adapter_folder(folder) else "model.safetensors")
         if is_adapter_folder(folder):  # a LoRA run's checkpoint: its base model with the adapter folded in
             return _with_adapter(folder, seed)
         if not (folder / "config.json").is_file():
@@ -209,7 +210,7 @@ def weights_id(name_or_path: str, seed: int = 0) -> str:
     if not folder.is_dir():
         raise ModelNotFound(f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder")
     if is_adapter_folder(folder):  # the base's weights and the adapter's
-        from aha.models.adapters import ADAPTER_WEIGHTS, adapter_base
+        from aha.models.adapters import adapter_base
 
         return f"{weights_id(adapter_base(folder), seed)} + adapter sha256 {_sha256([folder / ADAPTER_WEIGHTS])}"
     # model.safetensors, or its shards; a checkpoint's reference/critic files are not the model

@@ -103,11 +103,11 @@ def read_records(path: Path) -> list[dict]:
     return [record for _, record in records]
 
 
-def _read_file(path: Path, parse, what: str):
+def _read_file(path: Path, parse, what: str, errors: tuple = (ValueError,)):
     """A file of the run folder parsed (YAML or JSON), its faults named with its path."""
     try:
         return parse(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:  # JSON errors and yaml.YAMLError are ValueErrors or kin
+    except (UnicodeDecodeError, *errors) as err:
         raise RunReportError(f"{path}: not {what} ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
 
 
@@ -247,25 +247,23 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         raise RunReportError(f"{run} is not a run folder with logged steps (no config.yaml or empty metrics.jsonl)")
     import yaml
 
-    def parse_yaml(text: str):
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise ValueError(str(err)) from None
-
-    config = _read_file(run / "config.yaml", parse_yaml, "YAML") or {}
+    config = _read_file(run / "config.yaml", yaml.safe_load, "YAML", (yaml.YAMLError,)) or {}
     monitor = _read_file(run / "monitor.json", json.loads, "JSON") if (run / "monitor.json").is_file() else {}
     flags = monitor.get("flags", {}) if isinstance(monitor, dict) else None
-    if not isinstance(config, dict) or not isinstance(flags, dict) or not all(
+    try:  # what the page reads of the config: a section a person edited out of shape is named
+        summary = _config_summary(config)
+        total, label_of = (config.get("train") or {}).get("steps"), labels(config)
+    except (AttributeError, TypeError, ValueError, KeyError):
+        summary = None
+    if summary is None or not isinstance(flags, dict) or not all(
             isinstance(f, dict) and {"step", "detail"} <= set(f) for f in flags.values()):
         raise RunReportError(f"{run}: config.yaml (or monitor.json) is not the mapping a run writes")
     data = series(metrics)
     steps = max((r["step"] for r in metrics if "reward/mean" in r), default=0)
-    total = (config.get("train") or {}).get("steps")
     e = html.escape
     parts = [f"<h1>Training run {e(run.name)}</h1>",
-             f"<p>{e(_config_summary(config))}; steps logged: {steps} of {total}.</p>" if total
-             else f"<p>{e(_config_summary(config))}; steps logged: {steps}.</p>"]
+             f"<p>{e(summary)}; steps logged: {steps} of {total}.</p>" if total
+             else f"<p>{e(summary)}; steps logged: {steps}.</p>"]
     accuracy = data.get("eval/accuracy")
     if accuracy and len(accuracy[1]) > 1:
         parts.append(f"<p>Held-out greedy accuracy {pct(accuracy[1][0])} (step {accuracy[0][0]}) &rarr; "
@@ -277,7 +275,7 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         parts.append("<p>Hacking monitor: no flags.</p>")
     parts.append(_alarms_section(metrics))
     parts.append(_headline_table(data))
-    plots, label_of = [], labels(config)
+    plots = []
     for panel in PANELS:
         names = panel.select(list(data))
         if names:

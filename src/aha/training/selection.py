@@ -20,7 +20,6 @@ def trajectories(run: Path) -> dict[str, list[float | None]]:
     if not path.is_file():
         raise ConfigError(f"{path} not found: aha select reads the groups.jsonl an RL run writes (method rl)")
     counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    epochs = rows = 0
     for line, row in read_jsonl(path, ConfigError, torn_tail=True):
         problem = _group_problem(row)
         if problem:
@@ -28,15 +27,15 @@ def trajectories(run: Path) -> dict[str, list[float | None]]:
         tally = counts[str(row["id"])][row["epoch"]]
         tally[0] += row["right"]
         tally[1] += row["tried"]
-        epochs, rows = max(epochs, row["epoch"] + 1), rows + 1
-    if epochs > rows:  # every epoch the run went through wrote lines
-        raise ConfigError(f"{path}: epochs up to {epochs - 1} in {rows} lines: not a groups.jsonl an RL run wrote")
+    # the epochs that drew prompts, in order (a filter that set every prompt aside for a while,
+    # or rounds sampled ahead, can pass epoch numbers that drew none)
+    epochs = sorted({k for by_epoch in counts.values() for k in by_epoch})
     # a last epoch the run stopped inside drew only some prompts: left out, or it would leave
     # every prompt not drawn in it without a score
-    drawn = [sum(1 for by_epoch in counts.values() if by_epoch.get(k, [0, 0])[1]) for k in range(epochs)]
-    if epochs > 1 and drawn[-1] < drawn[0]:
-        epochs -= 1
-    return {key: [by_epoch[k][0] / by_epoch[k][1] if by_epoch[k][1] else None for k in range(epochs)]
+    drawn = [sum(1 for by_epoch in counts.values() if by_epoch.get(k, [0, 0])[1]) for k in epochs]
+    if len(epochs) > 1 and drawn[-1] < drawn[0]:
+        epochs.pop()
+    return {key: [by_epoch[k][0] / by_epoch[k][1] if by_epoch.get(k, [0, 0])[1] else None for k in epochs]
             for key, by_epoch in counts.items()}
 
 

@@ -18,6 +18,11 @@ STEP_DIR = re.compile(r"^step-(\d+)$")
 MANIFEST = "manifest.json"  # each file's size and sha256, written last into a checkpoint
 
 
+def checkpoint_step(folder: Path) -> int:
+    """N of a checkpoints/step-N folder."""
+    return int(STEP_DIR.match(Path(folder).name).group(1))
+
+
 def list_checkpoints(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
@@ -65,11 +70,16 @@ def refuse_damaged(folder: Path, weights: str) -> None:
                                 f"delete {folder / MANIFEST})")
 
 
+def hash_into(digest, path: Path, chunk: int = 1 << 24) -> None:
+    """Feed a file's bytes to a hashlib digest a chunk at a time (weights files are GBs)."""
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
+    hash_into(digest, path)
     return digest.hexdigest()
 
 

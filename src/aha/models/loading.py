@@ -16,7 +16,7 @@ from platformdirs import user_cache_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from aha.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder
-from aha.models.checkpoints import refuse_damaged
+from aha.models.checkpoints import hash_into, refuse_damaged
 from aha.models.errors import ModelNotFound
 
 log = logging.getLogger(__name__)
@@ -153,9 +153,10 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             raise ModelNotFound(
                 f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
             )
+        adapter = is_adapter_folder(folder)
         # a run's checkpoint whose weights changed on disk since it was written
-        refuse_damaged(folder, ADAPTER_WEIGHTS if is_adapter_folder(folder) else "model.safetensors")
-        if is_adapter_folder(folder):  # a LoRA run's checkpoint: its base model with the adapter folded in
+        refuse_damaged(folder, ADAPTER_WEIGHTS if adapter else "model.safetensors")
+        if adapter:  # a LoRA run's checkpoint: its base model with the adapter folded in
             return _with_adapter(folder, seed)
         if not (folder / "config.json").is_file():
             raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
@@ -220,11 +221,9 @@ def weights_id(name_or_path: str, seed: int = 0) -> str:
     return f"sha256 {_sha256(files)}"
 
 
-def _sha256(files: list[Path], chunk: int = 1 << 24) -> str:
+def _sha256(files: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
-        with path.open("rb") as handle:
-            while block := handle.read(chunk):
-                digest.update(block)
+        hash_into(digest, path)
     return digest.hexdigest()[:16]

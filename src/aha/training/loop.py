@@ -37,7 +37,7 @@ from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
-from aha.models.checkpoints import list_checkpoints, verify_checkpoint
+from aha.models.checkpoints import checkpoint_step, list_checkpoints, verify_checkpoint
 from aha.models.compute import release_freed_memory
 from aha.training.checkpoint import best_evaluated_step, load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
@@ -77,7 +77,7 @@ def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
     """saved: the step of the newest checkpoint (0: none), None: see the checkpoints folder."""
     if saved is None:
         kept = list_checkpoints(run.checkpoints)
-        saved = int(kept[-1].name.split("-")[1]) if kept else 0
+        saved = checkpoint_step(kept[-1]) if kept else 0
     held = f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved else "no checkpoint was written yet"
     return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
             f"aha train <config> train.resume=true (output_dir {run.path})")
@@ -344,7 +344,7 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
         nonlocal saved
         best = None
         if config.train.keep_best:  # from metrics.jsonl: what a resumed run decides is what a straight one did
-            best = best_evaluated_step(run.read_metrics(), {int(p.name[5:]) for p in list_checkpoints(run.checkpoints)})
+            best = best_evaluated_step(run.read_metrics(), {checkpoint_step(p) for p in list_checkpoints(run.checkpoints)})
         save_checkpoint(run.checkpoints, step, method.modules, method.optimizers,
                         {"accuracy_before": accuracy_before, **method.state()}, config.train.keep_checkpoints,
                         method.extra_state(), tokenizer=setup.tokenizer, files=method.checkpoint_files(),

@@ -10,8 +10,8 @@ from safetensors.torch import load_file
 
 from aha.config import ConfigError, load_config
 from aha.rollout import Rollouts
-from aha.training.batch import Batch
-from aha.training.replay import ReplayBuffer
+from aha.training.rl.batch import Batch
+from aha.training.rl.replay import ReplayBuffer
 from aha.training.loop import train
 
 from test_training import metrics, tiny_config
@@ -103,7 +103,7 @@ def test_bf16_training_step_under_autocast_keeps_fp32_weights(tmp_path, caplog):
     config = tiny_config(tmp_path, "bf16", "train.dtype=bfloat16", "algorithm.old_logprobs=trainer",
                          "algorithm.tis_cap=2.0", "train.steps=1", "train.checkpoint_every=1",
                          "eval.before=false", "eval.after=false")
-    with caplog.at_level("INFO", logger="aha.training.rl"):
+    with caplog.at_level("INFO", logger="aha.training.rl.method"):
         run = Path(train(config, echo=QUIET).run_dir)
     assert "compute dtype torch.bfloat16" in caplog.text
     (r,) = metrics(run)

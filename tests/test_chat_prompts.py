@@ -11,7 +11,7 @@ from aha.config import TaskConfig
 from aha.models.tiny import tiny_tokenizer
 from aha.tasks import TaskError, build_task, chat_messages, encode_prompts
 from aha.tasks.base import Task
-from aha.tasks.prompts import plain_text_prompt, prompt_text
+from aha.prompts import plain_text_prompt, prompt_text
 from aha.training.loop import train
 
 from test_training import tiny_config

@@ -143,7 +143,7 @@ def test_an_empty_split_and_a_missing_file_are_errors(tmp_path):
 
 
 def test_training_data_for_sft_reads_the_same_formats(tmp_path):
-    from aha.training.sequences import read_examples
+    from aha.training.supervised.sequences import read_examples
 
     path = write(tmp_path / "sft.csv", [{"prompt": "2+2?", "completion": "4"}], "csv")
     assert [(r["prompt"], r["completion"], r["where"]) for r in read_examples(path, ("completion",))] == \

@@ -14,7 +14,7 @@ from aha.config import PreferenceConfig, load_config
 from aha.models import load
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
-from aha.training.dpo import PREFERENCE_LOSSES
+from aha.training.supervised.dpo import PREFERENCE_LOSSES
 from aha.training.loop import train
 from test_training import assert_resumes_exactly, config_with_data, metrics
 

@@ -8,8 +8,8 @@ import torch
 
 from aha.config import AlgorithmConfig
 from aha.rollout import Rollouts
-from aha.training.batch import Batch
-from aha.training.estimate import estimate_advantages
+from aha.training.rl.batch import Batch
+from aha.training.rl.estimate import estimate_advantages
 
 G = 4
 NAN, INF = float("nan"), float("inf")

@@ -11,7 +11,7 @@ import torch
 from aha.config import ConfigError, load_config
 from aha.models import load
 from aha.tasks import TaskError
-from aha.training.kto import mismatched_partners
+from aha.training.supervised.kto import mismatched_partners
 from aha.training.loop import train
 from test_dpo import PAIRS, dpo_config, sequence_logps
 from test_training import assert_resumes_exactly, metrics

@@ -1,22 +1,49 @@
-"""Imports go one way (docs/architecture.md): a package never imports one above it, lazily
-or not, so the layers can be read, tested and replaced from the bottom up."""
+"""Imports go one way (docs/architecture.md, "Layers"): a module never imports one above it,
+lazily or not, nor one beside it in another unit of its layer (the RL method and the
+supervised methods know nothing of each other), so the layers can be read, tested and
+replaced from the bottom up."""
 
 import ast
 from pathlib import Path
 
 SRC = Path(__file__).parent.parent / "src" / "aha"
-# lower number = lower layer; config/ and jsonl.py are plain data and helpers, read by every layer
-LAYER = {"algorithms": 0, "models": 1, "rollout": 2, "rewards": 2, "tasks": 2, "envs": 3, "eval": 3, "tracking": 3,
-         "training": 4, "cli": 5}
+# From the bottom up. A module belongs to the longest of these prefixes it starts with; it may
+# import its own unit and any unit of a lower layer. aha/training/*.py is the run itself (the
+# loop's parts, checkpoints, the optimizer, log-probs); its methods sit above it, the registry
+# of methods above them, and the loop, which picks a method, on top.
+LAYERS = [
+    ("aha.config", "aha.jsonl", "aha.errors"),
+    ("aha.prompts", "aha.ray_cluster"),
+    ("aha.algorithms",),
+    ("aha.models",),
+    ("aha.rollout",),
+    ("aha.rewards",),
+    ("aha.tasks",),
+    ("aha.envs",),
+    ("aha.tracking",),
+    ("aha.eval",),
+    ("aha.training",),
+    ("aha.training.rl", "aha.training.supervised"),
+    ("aha.training.methods",),
+    ("aha.training.loop",),
+    ("aha.perf",),
+    ("aha.cli",),
+]
+UNITS = {unit: layer for layer, units in enumerate(LAYERS) for unit in units}
 
 
-def package(module: str) -> str | None:
+def unit_of(module: str) -> str | None:
+    """The longest unit prefix of module ('aha.training.rl.update' -> 'aha.training.rl')."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "aha" else None
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in UNITS:
+            return ".".join(parts[:n])
+    return None
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every import in a file, top-level or inside a function."""
+    """(line, module) of every import in a file, top-level or inside a function, with
+    `from aha.x import y` also read as aha.x.y (y may be a module)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -26,20 +53,46 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def module_name(path: Path) -> str:
-    parts = ("aha",) + path.relative_to(SRC).with_suffix("").parts
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = ("aha",) + path.relative_to(src).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_package_imports_a_higher_one():
+def wrong_imports(src: Path = SRC) -> list[str]:
     wrong = []
-    for path in SRC.rglob("*.py"):
-        here = path.relative_to(SRC).parts[0].removesuffix(".py")
+    for path in sorted(src.rglob("*.py")):
+        here = unit_of(module_name(path, src))
         for line, name in imports(path):
-            there = package(name)
-            if here in LAYER and there in LAYER and LAYER[there] > LAYER[here]:
-                wrong.append(f"{path.relative_to(SRC)}:{line} imports {name}")
+            there = unit_of(name)
+            if here is None or there is None or there == here:
+                continue
+            if UNITS[there] >= UNITS[here]:  # above, or beside in another unit of the same layer
+                wrong.append(f"{path.relative_to(src)}:{line} imports {name} ({here} may not import {there})")
+    return wrong
+
+
+def test_every_module_is_in_a_layer():
+    assert [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if unit_of(module_name(p)) is None] == ["__init__.py"]
+
+
+def test_no_module_imports_a_higher_or_sibling_unit():
+    wrong = wrong_imports()
     assert not wrong, "\n".join(wrong)
+
+
+def test_a_reversed_import_is_caught(tmp_path):
+    """The check itself: a tracking module that imports the trainer, and a supervised method
+    that imports the RL update, are both named."""
+    for path in SRC.rglob("*.py"):
+        copy = tmp_path / path.relative_to(SRC)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text())
+    (tmp_path / "tracking" / "sinks.py").write_text("from aha.training.loop import train\n")
+    (tmp_path / "training" / "supervised" / "sft.py").write_text("import aha.training.rl.update\n")
+    assert wrong_imports(tmp_path) == [
+        "tracking/sinks.py:1 imports aha.training.loop (aha.tracking may not import aha.training.loop)",
+        "training/supervised/sft.py:1 imports aha.training.rl.update "
+        "(aha.training.supervised may not import aha.training.rl)"]
 
 
 def test_no_two_modules_import_each_other():

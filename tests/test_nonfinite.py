@@ -13,7 +13,7 @@ from aha.models import load
 from aha.models.value import ValueModel
 from aha.rewards.compose import Component, CompositeReward
 from aha.training.loop import train
-from aha.training.update import Learner, Shape, policy_update
+from aha.training.rl.update import Learner, Shape, policy_update
 
 from test_training import metrics, tiny_config
 from test_update import G, prepared, scored_batch
@@ -102,7 +102,7 @@ def test_a_nan_loss_skips_the_step_and_leaves_weights_and_optimizer_state_exactl
     # a real step first, so the optimizer has moments that a bad step could corrupt
     assert policy_update(learner, good, algo, shape, 1.0, 6)["train/skipped_updates"] == 0
     weights, moments = snapshot(lm.model), copy.deepcopy(opt.state_dict())
-    with caplog.at_level(logging.WARNING, logger="aha.training.update"):
+    with caplog.at_level(logging.WARNING, logger="aha.training.rl.update"):
         m = policy_update(learner, bad, AlgorithmConfig(mini_batches=3), shape, 1.0, 6)
     # the NaN is in group 0 only: one of three mini-batch steps is skipped, the others run
     assert m["train/skipped_updates"] == 1 and m["optimizer_steps"] == 3
@@ -133,7 +133,7 @@ def test_an_inf_gradient_with_a_finite_loss_is_skipped(monkeypatch):
     learner = Learner(lm.model, torch.optim.SGD(lm.model.parameters(), lr=1e-2))
     weights = snapshot(lm.model)
     # the loss value stays finite; its gradient is inf
-    import aha.training.update as update
+    import aha.training.rl.update as update
 
     class InfGrad(torch.autograd.Function):
         @staticmethod
@@ -198,7 +198,7 @@ def test_a_reward_that_returns_nan_sometimes_never_reaches_a_checkpoint(tmp_path
 
 
 def test_a_nan_loss_in_the_loop_leaves_the_checkpoint_at_the_initial_weights(tmp_path, monkeypatch):
-    import aha.training.update as update
+    import aha.training.rl.update as update
 
     monkeypatch.setattr(update, "policy_loss", lambda *a: (a[1] * NAN, torch.zeros_like(a[1])))
     config = tiny_config(tmp_path, "nanloss", "train.dtype=float32", "train.steps=2", "train.checkpoint_every=2",

@@ -12,7 +12,7 @@ from aha.rollout import HFEngine, PartialRound
 from aha.config import TaskConfig
 from aha.tasks import PromptSampler, build_task
 from aha.training.logprobs import completion_logprobs
-from aha.training.partial import PartialRollouts
+from aha.training.rl.partial import PartialRollouts
 from test_training import assert_resumes_exactly, metrics, tiny_config
 
 QUIET = lambda *_: None  # noqa: E731
@@ -155,7 +155,7 @@ def test_a_resume_with_other_settings_neither_crashes_nor_trains_misshapen_group
     _, ro = shorter.round(engine, task, sampler, 2, 3)
     assert ro.lengths().max() <= 8 and len(ro) == 6
     bigger = PartialRollouts(2, 4, 8)  # rollout.group_size raised on resume
-    with caplog.at_level("WARNING", logger="aha.training.partial"):
+    with caplog.at_level("WARNING", logger="aha.training.rl.partial"):
         bigger.load_state(partial.state())
     assert bigger.carried == [] and "2 carried groups of another group size are dropped" in caplog.text
 

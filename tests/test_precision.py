@@ -11,9 +11,9 @@ from aha.algorithms import masked_mean
 from aha.config import AlgorithmConfig
 from aha.models import load
 from aha.rollout import HFEngine
-from aha.training.batch import Batch
-from aha.training.estimate import estimate_advantages
-from aha.training.update import Learner, Shape, forward_logprobs, policy_update
+from aha.training.rl.batch import Batch
+from aha.training.rl.estimate import estimate_advantages
+from aha.training.rl.update import Learner, Shape, forward_logprobs, policy_update
 
 G = 4
 

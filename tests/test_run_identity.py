@@ -123,7 +123,7 @@ def test_a_stale_lock_is_taken_over_with_a_note_in_the_log(tmp_path):
 
 
 def test_the_lock_is_held_during_the_run_and_gone_after_it_and_after_a_crash(tmp_path, monkeypatch):
-    import aha.training.rl as rl
+    import aha.training.rl.method as rl
 
     real_step, seen = rl.run_step, []
 
@@ -147,7 +147,7 @@ def test_the_lock_is_held_during_the_run_and_gone_after_it_and_after_a_crash(tmp
 
 
 def interrupt_at(monkeypatch, at: int, how):
-    import aha.training.rl as rl
+    import aha.training.rl.method as rl
 
     real_step = rl.run_step
 

@@ -296,13 +296,13 @@ def test_an_ordinary_user_gets_the_same_sandbox():
     from aha.rewards import code as code_module
 
     with tempfile.TemporaryDirectory() as folder:  # directly under /tmp: pytest's tmp_path is private to root
-        _run_as_nobody(Path(folder), Path(code_module.__file__).parent)
+        _run_as_nobody(Path(folder), Path(code_module.__file__).parent / "sandbox")
 
 
 def _run_as_nobody(scripts: Path, source: Path) -> None:
     import json
 
-    for name in ("sandbox_harness.py", "sandbox_process.py", "sandbox_runner.py", "sandbox_codec.py"):
+    for name in ("harness.py", "process.py", "runner.py", "codec.py"):
         shutil.copy(source / name, scripts / name)
     for path in (scripts, *scripts.iterdir()):
         path.chmod(0o755)
@@ -312,7 +312,7 @@ def _run_as_nobody(scripts: Path, source: Path) -> None:
            "setup": "", "test_timeout_s": 2, "cpu_s": 5, "memory_bytes": 1 << 30, "output_bytes": 1 << 16,
            "disk_bytes": 1 << 20, "allow_weaker": False, "extra_read": []}
     done = subprocess.run(["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-I", "-B",
-                           str(scripts / "sandbox_harness.py")], input=json.dumps(job), capture_output=True,
+                           str(scripts / "harness.py")], input=json.dumps(job), capture_output=True,
                           text=True, timeout=30, cwd="/")
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r.get("ok") for r in records if "test" in r] == [True, True, False, True], (records, done.stderr)

@@ -1232,7 +1232,7 @@ def test_a_harness_does_not_outlive_its_killed_caller():
     time.sleep(1.0)  # well inside the caller's wall_s: the harness dies with its caller, not on a timer
     try:
         state = Path(f"/proc/{harness}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        alive = state != "Z" and "sandbox_harness" in Path(f"/proc/{harness}/cmdline").read_text()
+        alive = state != "Z" and "sandbox/harness" in Path(f"/proc/{harness}/cmdline").read_text()
     except OSError:
         alive = False
     if alive:

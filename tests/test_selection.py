@@ -13,7 +13,7 @@ from aha.cli import main
 from aha.config import ConfigError, TaskConfig
 from aha.tasks import build_task
 from aha.training.loop import train
-from aha.training.selection import trajectories
+from aha.eval.selection import trajectories
 from test_algorithm_runs import QUIET, say_seven
 
 
@@ -67,7 +67,7 @@ def test_select_needs_a_run_of_two_epochs(tmp_path):
     config = say_seven(tmp_path, "train.steps=2", "train.checkpoint_every=0", "eval.after=false")
     run = Path(train(config, echo=QUIET).run_dir)
     with pytest.raises(ConfigError, match="covered 1 epoch.*needs at least 2"):
-        from aha.training.selection import select_prompts
+        from aha.eval.selection import select_prompts
 
         select_prompts(run, tmp_path / "x.jsonl")
     (run / "groups.jsonl").unlink()

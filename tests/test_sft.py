@@ -138,7 +138,7 @@ def test_sft_without_data_needs_a_task_with_responses(tmp_path):
 def test_sft_on_the_arithmetic_task_trains_on_verified_worked_answers(tmp_path):
     from aha.rewards import numeric_answer
     from aha.tasks import build_task
-    from aha.training.sft import sft_examples
+    from aha.training.supervised.sft import sft_examples
 
     config = load_config(None, ["method=sft", "task.name=arithmetic", "task.a_max=20", "task.num_eval=12"])
     task = build_task(config.task)

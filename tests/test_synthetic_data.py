@@ -11,7 +11,7 @@ from aha.cli import main
 from aha.config import TaskConfig, load_config
 from aha.rewards.verifiers import numeric_answer
 from aha.tasks.arithmetic import arithmetic_splits
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 from aha.tasks.synthetic import SUBSETS, solution, synthetic_files, to_jsonl, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,10 +11,10 @@ from aha.config import AlgorithmConfig
 from aha.models import load
 from aha.models.value import ValueModel
 from aha.rollout import HFEngine
-from aha.training.batch import Batch
-from aha.training.estimate import estimate_advantages
+from aha.training.rl.batch import Batch
+from aha.training.rl.estimate import estimate_advantages
 from aha.training.logprobs import completion_hidden, token_stats
-from aha.training.update import Learner, Shape, forward_logprobs, forward_values, policy_loss, policy_update
+from aha.training.rl.update import Learner, Shape, forward_logprobs, forward_values, policy_loss, policy_update
 
 G = 4
 
@@ -135,7 +135,7 @@ def test_the_configs_policy_losses_are_the_registrys():
     import typing
 
     from aha.config import AlgorithmConfig
-    from aha.training.update import POLICY_LOSSES
+    from aha.training.rl.update import POLICY_LOSSES
 
     assert set(typing.get_args(AlgorithmConfig.model_fields["policy_loss"].annotation)) == set(POLICY_LOSSES)
 
@@ -144,7 +144,7 @@ def test_the_configs_advantage_estimators_are_the_registrys():
     import typing
 
     from aha.config import AlgorithmConfig
-    from aha.training.estimate import SEQUENCE_ESTIMATORS, TOKEN_ESTIMATORS
+    from aha.training.rl.estimate import SEQUENCE_ESTIMATORS, TOKEN_ESTIMATORS
 
     assert not set(SEQUENCE_ESTIMATORS) & set(TOKEN_ESTIMATORS)
     assert set(typing.get_args(AlgorithmConfig.model_fields["advantage"].annotation)) == (

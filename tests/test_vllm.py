@@ -19,8 +19,8 @@ from aha.rollout import HFEngine
 from aha.rollout.vllm_engine import VLLMEngine, VLLMEngineError
 from aha.tasks import encode_prompts
 from aha.tasks.base import Task
-from aha.training.batch import Batch
-from aha.training.update import Shape, forward_logprobs
+from aha.training.rl.batch import Batch
+from aha.training.rl.update import Shape, forward_logprobs
 from conftest import VLLM_PYTHON
 from test_training import metrics, tiny_config
 
@@ -143,7 +143,7 @@ def test_a_partial_round_stops_early_and_continued_rows_keep_the_learners_logpro
     from aha.config import TaskConfig
     from aha.rollout import PartialRound
     from aha.tasks import PromptSampler, build_task
-    from aha.training.partial import PartialRollouts
+    from aha.training.rl.partial import PartialRollouts
 
     model, engine = tied
     saved, engine.eos_ids = engine.eos_ids, list(range(0, model.config.vocab_size, 3))  # rows of varied lengths

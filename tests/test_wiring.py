@@ -28,8 +28,8 @@ from aha.config import (
 from aha.models import load
 from aha.models.value import ValueModel
 from aha.rollout import Rollouts
-from aha.training.batch import Batch
-from aha.training.update import Learner, Shape, policy_update
+from aha.training.rl.batch import Batch
+from aha.training.rl.update import Learner, Shape, policy_update
 
 G = 4  # group size
 T = 6  # completion width
@@ -298,7 +298,7 @@ def test_critic_step_uses_the_clipped_value_loss(tiny):
 
 
 def parts_for(config, learner):
-    from aha.training.step import StepParts
+    from aha.training.rl.step import StepParts
 
     shape = Shape(config.rollout.group_size, 8, True, 1.0, torch.float32)
     return StepParts(config, None, None, None, None, learner, shape, None)
@@ -308,7 +308,7 @@ def test_trainer_old_logprobs_come_from_the_policy_and_tis_weights_are_capped(ti
     """old_logprobs=trainer: the ratio's denominator is the policy's own forward pass (not the
     reference's, not the engine's); tis_cap weights each token by min(pi_trainer / pi_engine, cap);
     the reference's log-probs come from the reference. The update then applies the weights."""
-    from aha.training.step import prepare
+    from aha.training.rl.step import prepare
 
     ro = make_rollouts(len(tiny.tokenizer), seed=11)
     mask = ro.completion_mask
@@ -346,7 +346,7 @@ def test_trainer_old_logprobs_come_from_the_policy_and_tis_weights_are_capped(ti
 
 
 def test_engine_old_logprobs_are_the_sampling_logprobs_and_no_weights_without_a_cap(tiny):
-    from aha.training.step import prepare
+    from aha.training.rl.step import prepare
 
     ro = make_rollouts(len(tiny.tokenizer), seed=13)
     ro.sampling_logprobs = noise(14, -3.0, -1.0) * ro.completion_mask
@@ -376,7 +376,7 @@ def _stepped_adam(model):
 
 @pytest.mark.parametrize("reset_optimizer", [True, False])
 def test_prorl_reset_copies_the_policy_into_the_reference_and_resets_the_optimizer(tiny, reset_optimizer):
-    from aha.training.step import maybe_reset_reference
+    from aha.training.rl.step import maybe_reset_reference
 
     policy = copy.deepcopy(tiny.model)
     ref = perturbed(policy, 0.05)
@@ -411,7 +411,7 @@ def test_prorl_reset_copies_the_policy_into_the_reference_and_resets_the_optimiz
 
 
 def test_prorl_reset_on_the_kl_threshold(tiny):
-    from aha.training.step import maybe_reset_reference
+    from aha.training.rl.step import maybe_reset_reference
 
     policy = copy.deepcopy(tiny.model)
     ref = perturbed(policy, 0.05)
@@ -429,7 +429,7 @@ def test_prorl_reset_on_the_kl_threshold(tiny):
 
 
 def test_build_learner_gives_each_optimizer_its_own_settings(tiny):
-    from aha.training.rl import _apply_hyperparameters, build_learner
+    from aha.training.rl.method import _apply_hyperparameters, build_learner
 
     config = Config(model="tiny", train=TrainConfig(lr=2e-3, betas=(0.8, 0.95), weight_decay=0.03),
                     algorithm=AlgorithmConfig(advantage="gae", critic_lr=7e-4))
@@ -457,7 +457,7 @@ def test_build_learner_gives_each_optimizer_its_own_settings(tiny):
 @pytest.mark.parametrize("reset", ["algorithm.ref_reset_every=2", "algorithm.ref_reset_kl=0.5"])
 def test_checkpoint_holds_and_restores_the_reference_weights(tiny, tmp_path, reset):
     from aha.training.checkpoint import load_checkpoint, save_checkpoint
-    from aha.training.rl import build_learner, checkpointed
+    from aha.training.rl.method import build_learner, checkpointed
 
     config = load_config(None, ["model=tiny", "algorithm.kl_coef=0.1", "algorithm.advantage=gae", reset])
     learner = build_learner(copy.deepcopy(tiny.model), config)
@@ -560,7 +560,7 @@ def whiten(values, mask):
 
 @pytest.mark.parametrize("group_baseline", [True, False])
 def test_reinforce_pp_advantages_discount_by_gamma(group_baseline):
-    from aha.training.estimate import estimate_advantages
+    from aha.training.rl.estimate import estimate_advantages
 
     lengths, rewards, gamma = [4, 2, 5, 3, 1, 5, 2, 4], [1.0, 0.0, 0.5, 2.0, 0.0, 1.0, -1.0, 0.25], 0.7
     mask = lengths_mask(lengths, 5)
@@ -578,7 +578,7 @@ def test_reinforce_pp_advantages_discount_by_gamma(group_baseline):
 
 
 def test_gae_advantages_use_gamma_and_lambda_and_whiten():
-    from aha.training.estimate import estimate_advantages
+    from aha.training.rl.estimate import estimate_advantages
 
     lengths, rewards, gamma, lam = [3, 1, 4, 2], [1.0, -0.5, 0.25, 2.0], 0.8, 0.6
     mask = lengths_mask(lengths, 4)
@@ -603,7 +603,7 @@ def test_gae_advantages_use_gamma_and_lambda_and_whiten():
 def test_sequence_advantages_with_kl_in_the_reward():
     """kl_in=reward: each token pays kl_coef * KL(sampling || reference) (k1 = logp - ref), so a
     sequence's reward is r - kl_coef * sum_t kl_t; Dr. GRPO (scale none) centres it, RLOO leaves one out."""
-    from aha.training.estimate import estimate_advantages
+    from aha.training.rl.estimate import estimate_advantages
 
     lengths, rewards = [3, 1, 4, 2, 2, 4, 1, 3], [1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 0.0, 1.0]
     mask = lengths_mask(lengths, 4)
@@ -635,7 +635,7 @@ def test_sequence_advantages_with_kl_in_the_reward():
 def test_ktae_token_weights_use_the_configured_alpha():
     """token_weighting=ktae: a token v of a rollout with advantage A gets weight 1 + alpha sign(A) d(v),
     d(v) = share of the group's positive rollouts holding v - share of its negative ones."""
-    from aha.training.estimate import estimate_advantages
+    from aha.training.rl.estimate import estimate_advantages
 
     ids = torch.tensor([[5, 6, 7, 0], [5, 8, 0, 0], [9, 6, 6, 5], [8, 8, 9, 0]])
     lengths, rewards, alpha = [3, 2, 4, 3], [1.0, 0.0, 1.0, 0.5], 0.3
@@ -692,7 +692,7 @@ def test_truncated_is_weights_by_hand():
 
 def test_overlong_penalty_scales_with_its_factor():
     from aha.algorithms import overlong_penalty
-    from aha.training.collect import shaped_rewards
+    from aha.training.rl.collect import shaped_rewards
 
     lengths = torch.tensor([2, 5, 6, 8])
     torch.testing.assert_close(overlong_penalty(lengths, 8, 4, factor=0.5), torch.tensor([0.0, -0.125, -0.25, -0.5]))
@@ -841,7 +841,7 @@ def test_an_override_value_may_contain_equals_signs():
 def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_token():
     # a process reward model's dense form: with reinforce_pp (no group baseline) the advantage
     # at t is the discounted sum of the per-token rewards from t on, whitened over the batch
-    from aha.training.estimate import estimate_advantages
+    from aha.training.rl.estimate import estimate_advantages
 
     lengths, rewards, gamma = [4, 2, 5, 3], [1.5, 0.0, 0.5, 2.0], 0.7
     mask = lengths_mask(lengths, 5)
@@ -867,7 +867,7 @@ def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_
 
 def test_a_step_reward_lands_on_the_token_that_closes_its_step():
     from aha.models.tiny import tiny_tokenizer
-    from aha.training.collect import step_token_rewards
+    from aha.training.rl.collect import step_token_rewards
 
     tok = tiny_tokenizer()  # one token per character
     texts = ["ab\ncd\nef", "x\ny"]

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "data":
             return _data(args)
         if args.command == "select":
-            from aha.training.selection import select_prompts
+            from aha.eval.selection import select_prompts
 
             found = select_prompts(args.run, args.out, args.threshold)
             print(f"selected {found['selected']} of {found['scored']} prompts scored over {found['epochs']} epochs "

@@ -11,7 +11,7 @@ import re
 from fractions import Fraction
 
 from aha.envs.base import Turn
-from aha.tasks.prompts import check_prompt
+from aha.prompts import check_prompt
 
 
 def _judge(reward, action: str, sample: dict, correct_min: float) -> tuple[float, bool]:

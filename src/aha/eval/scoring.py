@@ -25,7 +25,7 @@ from typing import Callable
 from aha.config import Config
 from aha.rewards.compose import CompositeReward, build_reward
 from aha.rewards.functions import SHORT_NAMES, RewardError, resolve_function
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
 
 REWARD = "reward"
 SLACK = 1e-6  # a total is a float32 sum of weighted parts: 0.4 + 0.6 may land a hair under 1.0

@@ -79,7 +79,7 @@ def run(config_path: str, out_json: str, overrides: list[str], steps: int) -> di
     from aha.models.loading import EMBEDDED, cache_dir, load
     from aha.rewards import build_reward
     from aha.tasks import build_task
-    from aha.tasks.prompts import chat_messages
+    from aha.prompts import chat_messages
 
     config = load_config(config_path, overrides)
     task = build_task(config.task, config.base_dir)

@@ -1,11 +1,11 @@
 """Code rewards: run a completion's program against unit tests in a sandbox.
 
 The program and the tests never share an interpreter. A harness process
-(aha/rewards/sandbox_harness.py) holds the tests and the expected values; the program runs
-in a separate process inside bubblewrap (aha/rewards/sandbox_runner.py): an empty root with
+(aha/rewards/sandbox/harness.py) holds the tests and the expected values; the program runs
+in a separate process inside bubblewrap (aha/rewards/sandbox/runner.py): an empty root with
 the interpreter and /usr read-only, a size-limited /tmp, its own pid, IPC, network, UTS and
 cgroup namespaces, uid 65534 without capabilities, rlimits, Landlock and seccomp. They
-exchange plain data over pipes (tagged JSON, aha/rewards/sandbox_codec.py), and every wait has a
+exchange plain data over pipes (tagged JSON, aha/rewards/sandbox/codec.py), and every wait has a
 deadline kept by the harness. The parent here kills the harness and everything it started
 at `wall_s`. Only tests the harness reports as passed count.
 
@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HARNESS = Path(__file__).with_name("sandbox_harness.py")
+HARNESS = Path(__file__).parent / "sandbox" / "harness.py"
 
 
 class SandboxError(RuntimeError):

@@ -25,7 +25,7 @@ import re
 import torch
 
 from aha.rewards.functions import batched
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
 
 _JUDGES: dict[str, object] = {}
 _INTEGER = re.compile(r"\d+")

@@ -58,7 +58,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
 
     from aha.models import load
     from aha.models.reward_model import SCORES, RewardModel, ensemble_score
-    from aha.tasks import Task, encode_prompts
+    from aha.prompts import PromptStyle, encode_prompts
     from aha.models.checkpoints import load_weights
     from aha.models.compute import resolve_dtype
     from aha.models.compute import stop_token
@@ -86,7 +86,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer
     model = RewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
-    task = Task("reward_model", [], [], about.get("system_prompt"), about.get("few_shot") or [])
+    task = PromptStyle(about.get("system_prompt"), about.get("few_shot") or [])
     stop, max_length = stop_token(tokenizer, loaded.model), about["max_length"]
 
     def score(completions: list[str], samples: list[dict]) -> list[float | None]:

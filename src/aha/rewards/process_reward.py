@@ -57,7 +57,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
 
     from aha.models import load
     from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
-    from aha.tasks import Task, encode_prompts
+    from aha.prompts import PromptStyle, encode_prompts
     from aha.models.checkpoints import load_weights
     from aha.models.compute import resolve_dtype
     from aha.models.compute import stop_token
@@ -73,7 +73,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer
     model = ProcessRewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
-    task = Task("process_reward_model", [], [], about.get("system_prompt"), about.get("few_shot") or [])
+    task = PromptStyle(about.get("system_prompt"), about.get("few_shot") or [])
     stop, limit, separator = stop_token(tokenizer, loaded.model), about["max_length"], about["separator"]
     dense = args["aggregate"] == "dense"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from aha.config import TaskConfig
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 COMMUTATIVE = {"+", "*"}

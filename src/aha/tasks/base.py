@@ -1,4 +1,4 @@
-"""The Task dataclass and building a task from config (prompts to tokens: tasks/prompts.py)."""
+"""The Task dataclass and building a task from config (prompts to tokens: aha/prompts.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aha.config import BUILT_IN_TASKS, TaskConfig
 from aha.tasks.arithmetic import arithmetic_splits
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 from aha.tasks.procedural import TASKS, procedural_splits
 from aha.tasks.samples import Fields, load_samples
 

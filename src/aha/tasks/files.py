@@ -12,7 +12,7 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 
 EXTRA_CELLS = "\0extra"  # csv's key for cells past the header's (no header can be named so)
 FORMATS = ".jsonl, .json, .parquet, .csv, .tsv, or a folder written by datasets' save_to_disk"

@@ -15,7 +15,7 @@ from random import Random
 from typing import Callable
 
 from aha.config import TaskConfig
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 
 MAX_TRIES_PER_PROBLEM = 50  # draws a problem may take before the space is judged too small
 

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 from aha.tasks.files import StreamedRows, read_rows
-from aha.tasks.prompts import check_prompt
+from aha.prompts import check_prompt
 
 ANSWER_OR = "tests"  # a code task's reference is its tests
 

@@ -19,7 +19,7 @@ from random import Random
 from aha.config import TaskConfig
 from aha.rewards.verifiers import numeric_answer
 from aha.tasks.arithmetic import OPS, arithmetic_splits
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 
 SUBSETS = ("off_by_small", "digit_error", "wrong_operand", "no_answer", "long_wrong")
 FORMS = ("plain", "worked", "steps")  # "38 * 7 = 266." / one line with the partial products / one step a line

@@ -10,7 +10,7 @@ import base64
 import html
 import io
 
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
 
 STYLE = ("body{font-family:sans-serif;max-width:1250px;margin:2em auto;padding:0 1em}"
          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}"

@@ -19,7 +19,7 @@ import numpy as np
 
 from aha.jsonl import read_jsonl
 from aha.rewards.compose import reward_formula
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
 from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
 
 

@@ -14,8 +14,8 @@ from aha.rewards import CompositeReward
 from aha.rollout import Engine, Rollouts
 from aha.rollout.interventions import continuations, continue_tokens, sample_groups
 from aha.tasks import PromptSampler, Task, encode_prompts
-from aha.training.batch import Batch, concat_batches, group_rows
-from aha.training.partial import PartialRollouts
+from aha.training.rl.batch import Batch, concat_batches, group_rows
+from aha.training.rl.partial import PartialRollouts
 
 
 def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from aha.algorithms import masked_mean, replay_priorities
-from aha.training.batch import Batch, concat_batches, group_rows
+from aha.training.rl.batch import Batch, concat_batches, group_rows
 
 
 class ReplayBuffer:

@@ -25,13 +25,14 @@ from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 from aha.tasks.samples import read_prompt_rows
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
 from aha.models.compute import stop_token
+from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
-from aha.training.dpo import pair_accuracy
-from aha.training.sequences import (CachedReference, Sequence, accumulated_step, check_pair, check_texts,
+from aha.training.supervised.dpo import pair_accuracy
+from aha.training.supervised.sequences import (CachedReference, Sequence, check_pair, check_texts,
                                     encode_sequences, micro_batches, sequences_id, token_logprobs)
 
 
@@ -141,8 +142,7 @@ class KTOMethod(CachedReference, CursorMethod):
         self.reference: dict[str, torch.Tensor] | None = None  # train / train_mismatched / eval -> (N,)
         self.sampler = PromptSampler(list(range(len(self.data["train"].rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 
     def _groups(self, sequences: list[Sequence], index: list[int]) -> list[list[int]]:
@@ -189,17 +189,15 @@ class KTOMethod(CachedReference, CursorMethod):
                                  reference["train_mismatched"][picked])
         seen = []
 
-        def part(group):
-            def loss():
-                logps = self._logps([train.sequences[i] for i in group])
-                seen.append((group, logps.detach().float()))
-                losses = kto_loss(logps.float(), reference["train"][group], train.desirable[group], z0, self.cfg.beta,
-                                  self.cfg.kto_desirable_weight, self.cfg.kto_undesirable_weight)
-                return losses.sum() / len(picked)
-            return loss
+        def loss_of(group):
+            logps = self._logps([train.sequences[i] for i in group])
+            seen.append((group, logps.detach().float()))
+            losses = kto_loss(logps.float(), reference["train"][group], train.desirable[group], z0, self.cfg.beta,
+                              self.cfg.kto_desirable_weight, self.cfg.kto_undesirable_weight)
+            return losses.sum() / len(picked)
 
         update = accumulated_step(self.setup.model, self.optimizer,
-                                  [part(g) for g in self._groups(train.sequences, picked)], self.config.train.max_grad_norm)
+                                  self._groups(train.sequences, picked), loss_of, self.config.train.max_grad_norm)
         order = [i for group, _ in seen for i in group]
         logps = torch.cat([lp for _, lp in seen])
         rewards = self.cfg.beta * (logps - reference["train"][order])

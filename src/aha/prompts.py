@@ -1,14 +1,21 @@
 """Prompts: what a sample's prompt may be (a string or a chat conversation), how it is shown
-as text, and how it becomes the token ids the engine samples from."""
+as text, and how it becomes the token ids the engine samples from. Below tasks and rewards:
+both use it (a task's samples, a judge's or reward model's view of the question)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 
-if TYPE_CHECKING:
-    from aha.tasks.base import Task
+
+@dataclass
+class PromptStyle:
+    """What turns a sample's prompt into chat messages. A Task has these two fields too and is
+    passed as it is; a reward model that saved its task's style rebuilds it from these."""
+
+    system_prompt: str | None = None
+    few_shot: list[dict] = field(default_factory=list)
 
 ROLES = ("system", "user", "assistant")
 
@@ -44,7 +51,7 @@ def prompt_text(prompt) -> str:
     return str(prompt)
 
 
-def chat_messages(task: Task, sample: dict) -> list[dict]:
+def chat_messages(task: PromptStyle, sample: dict) -> list[dict]:
     """System prompt, few-shot turns, then the sample's question, as chat messages. A sample
     whose prompt is already a conversation keeps it whole; its own system message, if any,
     replaces task.system_prompt, and the few-shot turns go between the system message and it."""
@@ -76,7 +83,7 @@ def token_ids(encoded) -> list[int]:
     return list(encoded)
 
 
-def encode_prompts(tokenizer, task: Task, samples: list[dict]) -> list[list[int]]:
+def encode_prompts(tokenizer, task: PromptStyle, samples: list[dict]) -> list[list[int]]:
     """Prompt token ids through the tokenizer's chat template (plain text where it has none),
     ready for generation. These ids travel with the rollout to the learner: nothing is
     re-tokenised later."""

@@ -18,10 +18,11 @@ from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
+from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
-from aha.training.online_pairs import sampled_pairs
-from aha.training.sequences import (CachedReference, Pairs, accumulated_step, encode_pairs, pair_micro_batches,
+from aha.training.supervised.online_pairs import sampled_pairs
+from aha.training.supervised.sequences import (CachedReference, Pairs, encode_pairs, pair_micro_batches,
                                     read_pairs, sequences_id, token_logprobs)
 
 
@@ -116,8 +117,7 @@ class PreferenceMethod(CachedReference, CursorMethod):
         else:
             self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 
     def _logps(self, model, pairs: Pairs, index: list[int]) -> PairLogps:
@@ -185,15 +185,13 @@ class PreferenceMethod(CachedReference, CursorMethod):
                 p.ref_rejected = torch.stack([reference[i][1] for i in group])
             return p
 
-        def part(group):
-            def loss():
-                p = with_reference(self._logps(self.setup.model, train, group), group)
-                seen.append((group, p))
-                return pair_losses(p, self.cfg).sum() / len(picked)
-            return loss
+        def loss_of(group):
+            p = with_reference(self._logps(self.setup.model, train, group), group)
+            seen.append((group, p))
+            return pair_losses(p, self.cfg).sum() / len(picked)
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
-        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in groups], self.config.train.max_grad_norm)
+        update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, self.config.train.max_grad_norm)
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
         rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])

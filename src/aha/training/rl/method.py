@@ -19,24 +19,24 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.curriculum import CurriculumSampler
 from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
+from aha.training.optimizer import build_optimizer
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
-from aha.training.partial import Launch, PartialRollouts
-from aha.training.replay import ReplayBuffer
-from aha.training.step import RLState, StepParts, run_step
-from aha.training.update import Learner, Shape
+from aha.training.rl.partial import Launch, PartialRollouts
+from aha.training.rl.replay import ReplayBuffer
+from aha.training.rl.step import RLState, StepParts, run_step
+from aha.training.rl.update import Learner, Shape
 
 
 def build_learner(model, config: Config) -> Learner:
     algo, train = config.algorithm, config.train
     # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
     ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=train.lr, betas=train.betas, weight_decay=train.weight_decay)
+    optimizer = build_optimizer(trainable_parameters(model), train)
     critic = critic_optimizer = None
     if algo.advantage == "gae":
         critic = ValueModel(model)
-        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=algo.critic_lr, betas=train.betas,
-                                             weight_decay=train.weight_decay)
+        critic_optimizer = build_optimizer(critic.parameters(), train, lr=algo.critic_lr)
     return Learner(model, optimizer, ref_model, critic, critic_optimizer)
 
 

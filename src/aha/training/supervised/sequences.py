@@ -13,11 +13,10 @@ from pathlib import Path
 import torch
 
 from aha.tasks import Task, encode_prompts
-from aha.tasks.errors import TaskError
+from aha.errors import TaskError
 from aha.tasks.samples import read_prompt_rows
 from aha.models.compute import autocast, stop_token
 from aha.training.logprobs import completion_logprobs
-from aha.training.update import guarded_step
 
 
 def read_examples(path: Path, fields: tuple[str, ...]) -> list[dict]:
@@ -162,23 +161,6 @@ def micro_batches(indices: list[int], lengths: list[int], size: int, by_length: 
     each group pads to nearly its own length (the summed loss is the same either way)."""
     order = sorted(indices, key=lambda i: lengths[i]) if by_length else list(indices)
     return [order[s:s + size] for s in range(0, len(order), size)]
-
-
-def accumulated_step(model, optimizer: torch.optim.Optimizer, parts, max_grad_norm: float) -> dict:
-    """One optimizer step whose gradient is accumulated over micro-batches: each callable in
-    parts returns its share of the batch loss (already divided by the batch's normaliser),
-    so the step equals one on the whole batch. A NaN/inf loss or gradient skips the update."""
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for part in parts:
-        loss = part()
-        loss.backward()
-        total += float(loss.detach())
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    skipped = guarded_step(optimizer, "policy", total, grad_norm)
-    model.eval()
-    return {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}
 
 
 @dataclass

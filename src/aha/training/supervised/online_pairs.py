@@ -8,7 +8,7 @@ import torch
 from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task, encode_prompts
-from aha.training.sequences import Sequence
+from aha.training.supervised.sequences import Sequence
 
 
 def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward, n_prompts: int,

@@ -20,9 +20,10 @@ from aha.models.reward_model import RewardModel, ensemble_score, reward_head
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.tasks.prompts import prompt_text
+from aha.prompts import prompt_text
+from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
-from aha.training.sequences import Pairs, accumulated_step, encode_pairs, pair_micro_batches, read_pairs
+from aha.training.supervised.sequences import Pairs, encode_pairs, pair_micro_batches, read_pairs
 
 
 class RMMethod(CursorMethod):
@@ -50,8 +51,7 @@ class RMMethod(CursorMethod):
                                      for r in self.pairs["train"].rows])
         self.caps = self._pcrm_caps() if self.cfg.pcrm else None  # from the weights the run starts with
         train = config.train
-        self.optimizer = torch.optim.AdamW(trainable_parameters(self.rm), lr=train.lr, betas=train.betas,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = build_optimizer(trainable_parameters(self.rm), train)
         self.modules = {"model": setup.model, "reward_head": head}
         self.optimizers = {"reward_model": self.optimizer}
 
@@ -91,15 +91,13 @@ class RMMethod(CursorMethod):
         # each head's loss is its bootstrap-weighted mean over the batch; the heads are averaged
         norm = self.weights[picked].sum(dim=0).clamp(min=1.0) * self.cfg.heads
 
-        def part(group):
-            def loss():
-                chosen, rejected = self._rewards(train, group)
-                seen.append((group, chosen.detach(), rejected.detach()))
-                return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
-            return loss
+        def loss_of(group):
+            chosen, rejected = self._rewards(train, group)
+            seen.append((group, chosen.detach(), rejected.detach()))
+            return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
-        update = accumulated_step(self.rm, self.optimizer, [part(g) for g in groups],
+        update = accumulated_step(self.rm, self.optimizer, groups, loss_of,
                                   self.config.train.max_grad_norm)
         order = [i for group, _, _ in seen for i in group]
         chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])

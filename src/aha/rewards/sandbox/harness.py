@@ -1,14 +1,14 @@
-"""The judging side of the code sandbox: `python -I -B sandbox_harness.py`, a job as JSON on
+"""The judging side of the code sandbox: `python -I -B harness.py`, a job as JSON on
 stdin, one JSON line per test result on stdout. Standard library only.
 
 The candidate never shares an interpreter with the tests. It runs in its own process inside
-bubblewrap (sandbox_runner.py); this process holds the tests and the expected values and
+bubblewrap (runner.py); this process holds the tests and the expected values and
 talks to it over two pipes:
   - stdin/stdout tests: a fresh sandbox per test runs the program on the test's input;
     its output is compared here.
   - statement tests (`assert add(1, 2) == 3`, HumanEval's `check(candidate)`): the program
     runs once in a sandbox; its top-level functions appear here as proxies whose arguments
-    and return values cross as tagged JSON (sandbox_codec), and its plain-data globals as
+    and return values cross as tagged JSON (codec.py), and its plain-data globals as
     values. A test runs in this process on objects this process built.
 Results go to the parent on a private copy of stdout; fd 1 itself then points at stderr, so
 what a test prints cannot pass for a result.
@@ -31,8 +31,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sandbox_codec import CodecError, from_data  # noqa: E402
-from sandbox_process import CandidateError, Sandbox, Tail, TestTimeout, stdin_file  # noqa: E402
+from codec import CodecError, from_data  # noqa: E402
+from process import CandidateError, Sandbox, Tail, TestTimeout, stdin_file  # noqa: E402
 
 START_GRACE_S = 3.0  # bubblewrap + interpreter start-up, on top of a test's own time
 MAX_READY = 4 << 20  # bytes of the message listing the program's names (globals over 64 KiB are not sent)

@@ -1,6 +1,6 @@
 """One sandboxed program process, as the harness starts it: the bubblewrap command line,
 the pipes, the job line in, JSON replies out with deadlines, stderr drained. Standard
-library only; imported by sandbox_harness.py, which runs it outside the sandbox.
+library only; imported by harness.py, which runs it outside the sandbox.
 """
 
 import json
@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sandbox_codec import CodecError, from_data, to_data  # noqa: E402
+from codec import CodecError, from_data, to_data  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MAX_FRAME = 16 << 20  # bytes in one reply from the candidate, at most
@@ -94,8 +94,8 @@ def bwrap_command(job: dict, in_fd: int, out_fd: int) -> list[str]:
     # /tmp first, so a bind below it (an extra_read folder under /tmp) is not covered by it
     command += ["--perms", "1777", "--size", str(job["disk_bytes"]), "--tmpfs", "/tmp"]
     command += bind_args(interpreter_roots(job.get("extra_read", [])))
-    command += ["--ro-bind", os.path.join(HERE, "sandbox_runner.py"), "/aha/sandbox_runner.py",
-                "--ro-bind", os.path.join(HERE, "sandbox_codec.py"), "/aha/sandbox_codec.py",
+    command += ["--ro-bind", os.path.join(HERE, "runner.py"), "/aha/runner.py",
+                "--ro-bind", os.path.join(HERE, "codec.py"), "/aha/codec.py",
                 "--dev", "/dev", "--proc", "/proc",
                 "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp",
                 "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
@@ -103,7 +103,7 @@ def bwrap_command(job: dict, in_fd: int, out_fd: int) -> list[str]:
                 # one core per sandbox: numeric libraries must not start a thread per host CPU
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
                 "--setenv", "MKL_NUM_THREADS", "1",
-                sys.executable, "-I", "-B", "/aha/sandbox_runner.py", str(in_fd), str(out_fd)]
+                sys.executable, "-I", "-B", "/aha/runner.py", str(in_fd), str(out_fd)]
     return command
 
 

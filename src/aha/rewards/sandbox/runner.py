@@ -1,5 +1,5 @@
 """The candidate's side of the code sandbox, started by the harness inside bubblewrap as
-`python -I -B /aha/sandbox_runner.py IN_FD OUT_FD`. It reads its job from IN_FD, confines
+`python -I -B /aha/runner.py IN_FD OUT_FD`. It reads its job from IN_FD, confines
 itself, then either
   - "main": runs the program as __main__ on its real stdin/stdout (stdin/stdout tests), or
   - "serve": runs the program once, tells the harness its top-level names, then answers
@@ -35,7 +35,7 @@ import types
 from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sandbox_codec import fits, from_data, to_data  # noqa: E402
+from codec import fits, from_data, to_data  # noqa: E402
 
 MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
 FALLBACK_UID = 65534  # where the sandbox's own uid cannot be set (root of a container's user namespace)

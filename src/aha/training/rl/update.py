@@ -19,8 +19,9 @@ from aha.algorithms import (
     policy_gradient_loss,
 )
 from aha.config import AlgorithmConfig
-from aha.training.batch import Batch, group_rows
+from aha.training.rl.batch import Batch, group_rows
 from aha.training.logprobs import rollout_hidden, token_stats
+from aha.training.optimizer import guarded_step
 from aha.models.compute import autocast
 
 log = logging.getLogger(__name__)
@@ -115,19 +116,6 @@ def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
     if algo.mask_truncated:  # DAPO's overlong filtering: cut-off answers teach nothing
         mask = mask * (~batch.rollouts.truncated).float().unsqueeze(1)
     return mask
-
-
-def guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_norm: float) -> int:
-    """optimizer.step() unless the loss or the gradient norm is NaN or inf: then the gradients
-    are dropped and the weights (and the optimizer's moments) stay exactly as they were.
-    Returns 1 if the step was skipped."""
-    if math.isfinite(loss) and math.isfinite(grad_norm):
-        optimizer.step()
-        return 0
-    optimizer.zero_grad(set_to_none=True)
-    log.warning("skipped a %s optimizer step: loss %s, gradient norm %s (the weights are unchanged)",
-                name, loss, grad_norm)
-    return 1
 
 
 def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, max_grad_norm: float,

@@ -18,7 +18,7 @@ from aha.algorithms import (
     rloo_advantages,
 )
 from aha.config import AlgorithmConfig
-from aha.training.batch import Batch
+from aha.training.rl.batch import Batch
 
 
 def _gae(token_rewards, mask, batch: Batch, algo: AlgorithmConfig, G: int, stats: dict) -> torch.Tensor:

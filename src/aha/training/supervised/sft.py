@@ -13,12 +13,13 @@ from aha.models.adapters import trainable_parameters
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.tasks.errors import TaskError
-from aha.tasks.prompts import prompt_text
+from aha.errors import TaskError
+from aha.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
+from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
-from aha.training.sequences import accumulated_step, encode_sequences, micro_batches, read_examples, token_logprobs
+from aha.training.supervised.sequences import encode_sequences, micro_batches, read_examples, token_logprobs
 
 
 def sft_examples(config: Config, task: Task) -> list[dict]:
@@ -53,8 +54,7 @@ class SFTMethod(CursorMethod):
         self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(trainable_parameters(setup.model), lr=train.lr, betas=train.betas,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 
     def step(self, step: int) -> tuple[dict, list[dict]]:
@@ -66,15 +66,13 @@ class SFTMethod(CursorMethod):
         groups = micro_batches(picked, self.lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
         nll = []
 
-        def part(group):
-            def loss():
-                logprobs, mask = token_logprobs(self.setup.model, [seqs[i] for i in group], self.pad_id, self.setup.dtype)
-                per_row = -(logprobs * mask).sum(dim=1)
-                nll.extend((per_row / mask.sum(dim=1)).tolist())
-                return per_row.sum() / tokens
-            return loss
+        def loss_of(group):
+            logprobs, mask = token_logprobs(self.setup.model, [seqs[i] for i in group], self.pad_id, self.setup.dtype)
+            per_row = -(logprobs * mask).sum(dim=1)
+            nll.extend((per_row / mask.sum(dim=1)).tolist())
+            return per_row.sum() / tokens
 
-        update = accumulated_step(self.setup.model, self.optimizer, [part(g) for g in groups], config.train.max_grad_norm)
+        update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, config.train.max_grad_norm)
         order = [i for g in groups for i in g]
         record = {"step": step, "sft/loss": update.pop("loss/total"), **update, "sft/tokens": tokens,
                   "sft/truncated": sum(seqs[i].truncated for i in picked), "length/mean": tokens / len(picked),

@@ -13,14 +13,14 @@ from aha.envs import EpisodeRunner
 from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
-from aha.training.batch import Batch
+from aha.training.rl.batch import Batch
 from aha.training.alarms import check_reward_failures
-from aha.training.collect import collect
-from aha.training.estimate import estimate_advantages
+from aha.training.rl.collect import collect
+from aha.training.rl.estimate import estimate_advantages
 from aha.training.monitor import HackingMonitor
-from aha.training.partial import PartialRollouts
-from aha.training.replay import ReplayBuffer
-from aha.training.update import Learner, Shape, forward_logprobs, forward_values, policy_update
+from aha.training.rl.partial import PartialRollouts
+from aha.training.rl.replay import ReplayBuffer
+from aha.training.rl.update import Learner, Shape, forward_logprobs, forward_values, policy_update
 
 
 @dataclass(frozen=True)

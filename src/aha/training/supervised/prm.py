@@ -23,11 +23,12 @@ from aha.rewards import CompositeReward
 from aha.rewards.process_reward import DESCRIPTION  # in every checkpoint: rewards/learned.py tells a PRM by it
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.base import resolve_path
-from aha.tasks.errors import TaskError
-from aha.tasks.prompts import prompt_text
+from aha.errors import TaskError
+from aha.prompts import prompt_text
+from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
-from aha.training.sequences import accumulated_step, micro_batches, read_examples
+from aha.training.supervised.sequences import micro_batches, read_examples
 
 
 def read_solutions(path, separator: str) -> list[dict]:
@@ -86,8 +87,7 @@ class PRMMethod(CursorMethod):
         self.solutions = {split: self._encode(found) for split, found in rows.items()}
         self.sampler = PromptSampler(list(range(len(rows["train"]))), config.seed)
         train = config.train
-        self.optimizer = torch.optim.AdamW(trainable_parameters(self.prm), lr=train.lr, betas=train.betas,
-                                           weight_decay=train.weight_decay)
+        self.optimizer = build_optimizer(trainable_parameters(self.prm), train)
         self.modules = {"model": setup.model, "reward_head": head}
         self.optimizers = {"process_reward_model": self.optimizer}
 
@@ -120,15 +120,13 @@ class PRMMethod(CursorMethod):
         train, seen = self.solutions["train"], []
         norm = max(1, sum(len(train[i].ends) for i in picked))  # the mean over the batch's labelled steps
 
-        def part(group):
-            def loss():
-                logits = self._logits(train, group)
-                seen.append((group, logits.detach()))
-                labels = torch.cat([train[i].labels for i in group])
-                return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm
-            return loss
+        def loss_of(group):
+            logits = self._logits(train, group)
+            seen.append((group, logits.detach()))
+            labels = torch.cat([train[i].labels for i in group])
+            return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm
 
-        update = accumulated_step(self.prm, self.optimizer, [part(g) for g in self._groups(train, picked)],
+        update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
                                   self.config.train.max_grad_norm)
         order = [i for group, _ in seen for i in group]
         logits = torch.cat([l for _, l in seen])

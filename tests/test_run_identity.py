@@ -127,11 +127,11 @@ def test_the_lock_is_held_during_the_run_and_gone_after_it_and_after_a_crash(tmp
 
     real_step, seen = rl.run_step, []
 
-    def step(parts, state, n):
+    def step(parts, state, n, phases):
         seen.append(json.loads((Path(parts.config.output_dir) / "run.lock").read_text()))
         if n == 2 and len(seen) == 2 and crash:
             raise RuntimeError("boom in step 2")
-        return real_step(parts, state, n)
+        return real_step(parts, state, n, phases)
 
     monkeypatch.setattr(rl, "run_step", step)
     crash = False
@@ -151,10 +151,10 @@ def interrupt_at(monkeypatch, at: int, how):
 
     real_step = rl.run_step
 
-    def step(parts, state, n):
+    def step(parts, state, n, phases):
         if n == at and how == "raise":  # as from a reward function, in the middle of the step
             raise KeyboardInterrupt
-        record = real_step(parts, state, n)
+        record = real_step(parts, state, n, phases)
         if n == at:  # Ctrl-C while the step runs
             os.kill(os.getpid(), signal.SIGINT)
         return record

@@ -298,7 +298,7 @@ def test_critic_step_uses_the_clipped_value_loss(tiny):
 
 
 def parts_for(config, learner):
-    from aha.training.rl.step import StepParts
+    from aha.training.rl.parts import StepParts
 
     shape = Shape(config.rollout.group_size, 8, True, 1.0, torch.float32)
     return StepParts(config, None, None, None, None, learner, shape, None)

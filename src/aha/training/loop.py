@@ -42,6 +42,7 @@ from aha.models.compute import release_freed_memory
 from aha.training.checkpoint import best_evaluated_step, load_checkpoint, non_finite_tensors, save_checkpoint
 from aha.training.method import Method, Setup
 from aha.training.methods import method_for
+from aha.training.phases import Phases, phase_summary
 from aha.models.compute import resolve_dtype
 
 log = logging.getLogger(__name__)
@@ -355,8 +356,9 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
         with DeferredInterrupt(echo) as interrupt:
             for step in bar:
                 in_step = True
-                synced = setup.engine.sync_seconds
-                record, examples = method.step(step)
+                synced, began, phases = setup.engine.sync_seconds, time.time(), Phases()
+                record, examples = method.step(step, phases)
+                record.update({**phases.record(), "time/step_s": time.time() - began})
                 setup.engine.sync_weights(setup.model)  # the engine samples from the new weights from here on
                 # the time this step spent handing weights to the engine (an engine may do it
                 # lazily, at its next generate: then it is the previous update's weights)
@@ -395,6 +397,9 @@ def _steps(config: Config, run: RunDir, start: int, accuracy_before: float | Non
         echo(f"held-out greedy accuracy: {accuracy_before:.1%} -> {accuracy_after:.1%} "
              f"({(accuracy_after - accuracy_before) * 100:+.1f} points) after {config.train.steps} steps, "
              f"{train_seconds / 60:.1f} min of training")
+    timing = phase_summary(run.read_metrics())
+    if timing:
+        echo(f"time: {timing}")
     if config.train.report:
         echo(f"report: {write_run_report(run.path)}")
     return TrainSummary(str(run.path), config.train.steps, accuracy_before, accuracy_after, train_seconds)

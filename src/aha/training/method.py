@@ -15,6 +15,7 @@ from aha.eval.scoring import Scorer
 from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import Task
+from aha.training.phases import Phases
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,10 @@ class Method:
         It may hold processes: a `close()` on it is called when the run ends."""
         return None
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         """One optimizer step: its metrics record ({"step": step, ...}) and example records
-        for samples.jsonl."""
+        for samples.jsonl. Its parts run inside named phases (`with phases("update"): ...`),
+        which the loop records as time/<phase>_s beside the step's time/step_s."""
         raise NotImplementedError
 
     def state(self) -> dict:

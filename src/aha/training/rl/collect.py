@@ -1,86 +1,187 @@
-"""The first half of an RL step: sample groups of completions and score them."""
+"""The first half of an RL step: draw rounds of groups, score them, keep the informative ones.
+
+collect() reads as the method: draw a round (draw_round), score it (score_round), note what
+it sampled (RoundStats), keep its informative groups (informative_groups), and with dynamic
+sampling draw again until the step has its groups."""
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from aha.algorithms import dither_rewards, length_cost, overlong_penalty, zero_variance_groups
+from aha.algorithms import dither_rewards, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
-from aha.envs import EpisodeRunner
-from aha.rewards import CompositeReward
-from aha.rollout import Engine, Rollouts
+from aha.envs import Episodes
+from aha.rewards import RewardResult
+from aha.rollout import Rollouts
 from aha.rollout.interventions import continuations, continue_tokens, sample_groups
-from aha.tasks import PromptSampler, Task, encode_prompts
+from aha.tasks import encode_prompts
+from aha.training.phases import Phases
 from aha.training.rl.batch import Batch, concat_batches, group_rows
-from aha.training.rl.partial import PartialRollouts
+from aha.training.rl.parts import StepParts
+from aha.training.rl.score import finite, finite_mean, shaped_rewards, step_token_rewards
 
 
-def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int,
-                   length_coef: float = 0.0) -> torch.Tensor:
-    """The verifier's score, then the length rules every sample of the run is judged by."""
-    if length_coef:
-        charged = total >= algo.length_correct_min if algo.length_penalize == "correct" else torch.ones_like(total, dtype=torch.bool)
-        total = total + length_cost(rollouts.lengths(), max_new_tokens, length_coef, charged)
-    if algo.truncated_reward is not None:
-        # an answer that never ends is not an answer (DAPO's overlong shaping, in its
-        # simplest form): this teaches the policy to stop, which also shortens steps
-        total = torch.where(rollouts.truncated, torch.tensor(algo.truncated_reward), total)
-    if algo.overlong_buffer:
-        total = total + overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer, algo.overlong_penalty)
-    return total
+@dataclass
+class Round:
+    """One round's groups: the prompts drawn, their token ids, the rollouts (group_size rows a
+    prompt) and, for multi-turn episodes, the episodes (which carry their own rewards)."""
+
+    chosen: list[dict]
+    prompts: list[list[int]]
+    rollouts: Rollouts
+    episodes: Episodes | None = None
 
 
-def token_closing(tokenizer, ids: list[int], text: str, char_end: int) -> int:
-    """The index of the first token whose decoded prefix of ids holds text[:char_end] whole:
-    the token that closes a step ending there. A character split over several byte-level
-    tokens is whole only at its last one (a prefix that cuts it decodes to U+FFFD)."""
-    lo, hi = 0, len(ids) - 1
-    while lo < hi:  # once text[:char_end] is whole in a prefix it stays whole: bisection finds the first
-        mid = (lo + hi) // 2
-        decoded = tokenizer.decode(ids[:mid + 1], skip_special_tokens=True)
-        if len(decoded) >= char_end and decoded[char_end - 1] == text[char_end - 1]:
-            hi = mid
+@dataclass
+class Scored:
+    """A round's scores: each row's sample, the reward's result, the shaped reward trained on,
+    and per-token rewards where the reward gives them (process rewards, episodes' turns)."""
+
+    samples: list[dict]
+    result: RewardResult
+    rewards: torch.Tensor
+    step_rewards: torch.Tensor | None
+
+
+def draw_round(parts: StepParts, first: tuple[list[dict], Rollouts] | None, version: int) -> Round:
+    """A round sampled ahead (asynchronous RL), carried and launched (partial rollouts), played
+    as episodes (an environment), or sampled here."""
+    engine, task, rollout = parts.engine, parts.task, parts.config.rollout
+    if first is not None:
+        chosen, rollouts = first
+        return Round(chosen, encode_prompts(engine.tokenizer, task, chosen), rollouts)
+    if parts.partial is not None:
+        chosen, rollouts = parts.partial.round(engine, task, parts.sampler, rollout.prompts_per_step, version)
+        return Round(chosen, encode_prompts(engine.tokenizer, task, chosen), rollouts)
+    chosen = parts.sampler.next(rollout.prompts_per_step)
+    prompts = encode_prompts(engine.tokenizer, task, chosen)
+    if parts.env is not None:
+        episodes = parts.env.play(engine, task, chosen, rollout.group_size)
+        return Round(chosen, prompts, episodes.rollouts, episodes)
+    return Round(chosen, prompts, sample_groups(engine, prompts, rollout.group_size, rollout.temperatures,
+                                                rollout.force_continue, rollout.continue_text))
+
+
+def score_round(parts: StepParts, round_: Round, length_coef: float) -> Scored:
+    """The reward's scores (an episode's own), shaped by the run's length rules."""
+    algo, rollouts = parts.config.algorithm, round_.rollouts
+    samples = [round_.chosen[i] for i in rollouts.prompt_index.tolist()]
+    result = round_.episodes.result if round_.episodes is not None else parts.reward.score(rollouts.texts, samples)
+    rewards = shaped_rewards(result.total, rollouts, algo, parts.config.rollout.max_new_tokens, length_coef)
+    step_rewards = None
+    if round_.episodes is not None:  # each turn's reward where the turn ends
+        step_rewards = round_.episodes.turn_rewards.clone()
+    elif result.steps is not None:  # a process reward model's dense form
+        step_rewards = step_token_rewards(result.steps, rollouts, parts.engine.tokenizer)
+    if step_rewards is not None and algo.truncated_reward is not None:
+        step_rewards[rollouts.truncated] = 0.0  # a cut answer gets truncated_reward, and nothing per step
+    return Scored(samples, result, rewards, step_rewards)
+
+
+def remax_baseline(parts: StepParts, round_: Round, length_coef: float, phases: Phases) -> torch.Tensor:
+    """ReMax: each row's baseline is its prompt's greedy completion's shaped reward."""
+    engine, algo, rollout = parts.engine, parts.config.algorithm, parts.config.rollout
+    with phases("generate"):
+        if parts.env is not None:
+            played = parts.env.play(engine, parts.task, round_.chosen, greedy=True)
+            greedy, greedy_score = played.rollouts, played.result.total
         else:
-            lo = mid + 1
-    return lo
+            greedy = engine.generate(round_.prompts, greedy=True)
+    if parts.env is None:
+        with phases("score"):
+            greedy_score = parts.reward.score(greedy.texts, round_.chosen).total
+    shaped = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef)
+    return shaped.repeat_interleave(rollout.group_size)
 
 
-def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts, tokenizer) -> torch.Tensor:
-    """(N, T): each step reward of RewardResult.steps on the completion token that closes its
-    step (two steps closing in one token add up). A step that ends with the text (the last
-    one) closes at the completion's last token, the stop token where the model stopped, as
-    the process reward model scored it."""
-    out = torch.zeros(rollouts.completion_ids.shape)
-    for i, row in enumerate(steps):
-        # the whole completion, inserted tokens ("Wait") included, as its text was decoded;
-        # a step closing on an inserted token is paid at the last token with the outcome
-        length = int(rollouts.sequence_mask()[i].sum())
-        ids, text = rollouts.completion_ids[i, :length].tolist(), rollouts.texts[i]
-        for end, value in row:
-            if ids:
-                out[i, length - 1 if end >= len(text) else token_closing(tokenizer, ids, text, end)] += value
-    return out
+def informative_groups(rewards: torch.Tensor, baseline: torch.Tensor | None, step_rewards: torch.Tensor | None,
+                       algo: AlgorithmConfig, group_size: int) -> torch.Tensor:
+    """(groups,) True where a group's advantages are not all zero: its rewards differ, or
+    (ReMax) differ from the greedy baseline, or (token-level estimators) differ token by token."""
+    grouped = rewards.view(-1, group_size)
+    informative = ~zero_variance_groups(grouped)
+    if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
+        informative |= (grouped != baseline.view(-1, group_size)).any(dim=1)
+    if step_rewards is not None and algo.advantage in ("reinforce_pp", "gae"):
+        # equal totals paid at different tokens still differ token by token
+        steps = step_rewards.view(-1, group_size, step_rewards.shape[1])
+        informative |= (steps != steps[:, :1]).any(dim=2).any(dim=1)
+    return informative
 
 
-def finite(values: torch.Tensor) -> torch.Tensor:
-    """The finite entries: a NaN or inf reward (counted in `reward/failed` or `reward/nonfinite`)
-    must not turn the step's reward statistics into NaN."""
-    return values[torch.isfinite(values)]
+@dataclass
+class RoundStats:
+    """What every round of a step sampled, kept or not: the step's reward, length and group
+    statistics, and every (text, sample) pair for the hacking monitor."""
+
+    raw: list[torch.Tensor] = field(default_factory=list)  # the reward's totals
+    shaped: list[torch.Tensor] = field(default_factory=list)  # after the length rules
+    lengths: list[torch.Tensor] = field(default_factory=list)
+    truncated: list[torch.Tensor] = field(default_factory=list)
+    components: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    failed: int = 0
+    failures: Counter = field(default_factory=Counter)
+    temperatures: list[torch.Tensor | None] = field(default_factory=list)  # each row's (multi-temperature groups)
+    continued: list[torch.Tensor] = field(default_factory=list)  # each row's forced continuations
+    groups_seen: int = 0
+    zero_variance: int = 0
+    texts: list[str] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
+
+    def add(self, round_: Round, scored: Scored, continued: torch.Tensor | None, group_size: int) -> None:
+        rollouts, result = round_.rollouts, scored.result
+        self.texts += rollouts.texts
+        self.samples += scored.samples
+        self.raw.append(result.total)
+        self.temperatures.append(rollouts.temperature)
+        if continued is not None:
+            self.continued.append(continued)
+        self.shaped.append(scored.rewards)
+        self.lengths.append(rollouts.lengths())
+        self.truncated.append(rollouts.truncated.float())
+        self.failed += int(result.failed.sum())
+        self.failures.update(result.failures)
+        for name, values in result.components.items():
+            self.components.setdefault(name, []).append(values)
+        self.groups_seen += len(scored.rewards) // group_size
+        self.zero_variance += int(zero_variance_groups(scored.rewards.view(-1, group_size)).sum())
+
+    def summary(self, rollout: RolloutConfig, algo: AlgorithmConfig, kept_groups: int) -> dict:
+        all_shaped, raw, lengths = finite(torch.cat(self.shaped)), torch.cat(self.raw), torch.cat(self.lengths)
+        return {
+            "reward/mean": finite_mean(all_shaped),
+            "reward/std": float(all_shaped.std()) if len(all_shaped) > 1 else 0.0,
+            "reward/verifier_mean": finite_mean(raw),
+            "reward/correct_frac": float((raw >= algo.length_correct_min).float().mean()),
+            **{f"reward/{k}": finite_mean(torch.cat(v)) for k, v in self.components.items()},
+            "reward/failed": self.failed,
+            "reward/failed_frac": self.failed / max(sum(len(r) for r in self.raw), 1),
+            **{f"reward_failed/{k}": v for k, v in self.failures.items()},
+            "length/mean": float(lengths.mean()),
+            "length/truncated_frac": float(torch.cat(self.truncated).mean()),
+            "groups/sampled": self.groups_seen,
+            "groups/zero_variance_frac": self.zero_variance / max(self.groups_seen, 1),
+            "groups/trained": kept_groups,
+            **_intervention_stats(rollout, raw, lengths, self.temperatures, self.continued),
+        }
 
 
-def finite_mean(values: torch.Tensor) -> float:
-    """Mean of the finite entries; 0.0 if there are none."""
-    values = finite(values)
-    return float(values.mean()) if len(values) else 0.0
+def example_records(round_: Round, scored: Scored, continued: torch.Tensor | None, group_size: int) -> list[dict]:
+    """One completion a group, with its reward breakdown, for samples.jsonl."""
+    rollouts, result = round_.rollouts, scored.result
+    return [{"prompt": scored.samples[i]["prompt"], "answer": scored.samples[i].get("answer"),
+             "completion": rollouts.texts[i], "reward": float(scored.rewards[i]),
+             **{k: float(v[i]) for k, v in result.components.items()},
+             **(round_.episodes.episodes[i].record() if round_.episodes is not None else {}),
+             **_interventions(rollouts, i, continued)}
+            for i in range(0, len(rollouts), max(1, group_size))]
 
 
-def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: CompositeReward,
-            rollout: RolloutConfig, algo: AlgorithmConfig, length_coef: float = 0.0,
-            first: tuple[list[dict], Rollouts] | None = None, partial: PartialRollouts | None = None,
-            version: int = 0, env: EpisodeRunner | None = None
+def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
+            first: tuple[list[dict], Rollouts] | None = None, version: int = 0
             ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
@@ -89,121 +190,45 @@ def collect(engine: Engine, task: Task, sampler: PromptSampler, reward: Composit
     Returns the kept batch (None if no group was kept), statistics over everything sampled,
     a few example records for samples.jsonl, and every sampled (text, sample) pair for the
     hacking monitor. first: the first round's prompts and rollouts, sampled ahead
-    (asynchronous RL); later rounds sample here. partial: the groups carried between rounds
-    (partial rollouts), each round sampling until prompts_per_step groups are complete on
-    policy `version`. env: multi-turn episodes instead of single completions, the
-    environment's rewards instead of the reward's (each turn's on its last token)."""
+    (asynchronous RL); later rounds sample here. With partial rollouts each round samples
+    until prompts_per_step groups are complete on policy `version`; with an environment,
+    rows are episodes and their rewards the environment's (each turn's on its last token)."""
+    rollout, algo, engine = parts.config.rollout, parts.config.algorithm, parts.engine
     G = rollout.group_size
     kept: list[Batch] = []
-    raw, shaped, lengths, truncated, components, failed = [], [], [], [], {}, 0  # over every round sampled
-    failures: Counter = Counter()
-    row_temperatures, continued = [], []  # each row's temperature (or None), its forced continuations
-    zero_var = groups_seen = kept_groups = 0
-    examples: list[dict] = []
-    texts: list[str] = []
-    text_samples: list[dict] = []
+    kept_groups, examples, seen = 0, [], RoundStats()
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
-        prompts_needed = rollout.prompts_per_step - kept_groups
-        episodes = None
-        if first is not None:
-            (chosen, rollouts), first = first, None
-            prompts = encode_prompts(engine.tokenizer, task, chosen)
-        elif partial is not None:
-            chosen, rollouts = partial.round(engine, task, sampler, rollout.prompts_per_step, version)
-            prompts = encode_prompts(engine.tokenizer, task, chosen)
-        else:
-            chosen = sampler.next(rollout.prompts_per_step)
-            prompts = encode_prompts(engine.tokenizer, task, chosen)
-            episodes = env.play(engine, task, chosen, G) if env is not None else None
-            rollouts = episodes.rollouts if episodes is not None else sample_groups(
-                engine, prompts, G, rollout.temperatures, rollout.force_continue, rollout.continue_text)
-        seq_samples = [chosen[i] for i in rollouts.prompt_index.tolist()]
-        result = episodes.result if episodes is not None else reward.score(rollouts.texts, seq_samples)
-        texts += rollouts.texts
-        text_samples += seq_samples
-        rewards = shaped_rewards(result.total, rollouts, algo, rollout.max_new_tokens, length_coef)
-        step_rewards = None
-        if episodes is not None:  # each turn's reward where the turn ends
-            step_rewards = episodes.turn_rewards.clone()
-        elif result.steps is not None:  # a process reward model's dense form
-            step_rewards = step_token_rewards(result.steps, rollouts, engine.tokenizer)
-        if step_rewards is not None:
-            if algo.truncated_reward is not None:  # a cut answer gets truncated_reward, and nothing per step
-                step_rewards[rollouts.truncated] = 0.0
+        with phases("generate"):
+            round_, first = draw_round(parts, first, version), None
+        with phases("score"):
+            scored = score_round(parts, round_, length_coef)
         # each group's right answers, for a curriculum that learns which prompts pay (tasks/curriculum.py)
-        right = (result.total >= algo.length_correct_min).view(-1, G).sum(dim=1).tolist()
-        sampler.observe(chosen, right, G, version + 1)
-        raw.append(result.total)
-        row_temperatures.append(rollouts.temperature)
-        if rollout.force_continue:
-            continued.append(continuations(rollouts, len(continue_tokens(engine.tokenizer, rollout.continue_text))))
-        shaped.append(rewards)
-        lengths.append(rollouts.lengths())
-        truncated.append(rollouts.truncated.float())
-        failed += int(result.failed.sum())
-        failures.update(result.failures)
-        for name, values in result.components.items():
-            components.setdefault(name, []).append(values)
-        if not examples:
-            examples = [{"prompt": seq_samples[i]["prompt"], "answer": seq_samples[i].get("answer"),
-                         "completion": rollouts.texts[i], "reward": float(rewards[i]),
-                         **{k: float(v[i]) for k, v in result.components.items()},
-                         **(episodes.episodes[i].record() if episodes is not None else {}),
-                         **_interventions(rollouts, i, continued[-1] if continued else None)}
-                        for i in range(0, len(rollouts), max(1, G))]
+        right = (scored.result.total >= algo.length_correct_min).view(-1, G).sum(dim=1).tolist()
+        parts.sampler.observe(round_.chosen, right, G, version + 1)
+        continued = (continuations(round_.rollouts, len(continue_tokens(engine.tokenizer, rollout.continue_text)))
+                     if rollout.force_continue else None)
+        seen.add(round_, scored, continued, G)
+        examples = examples or example_records(round_, scored, continued, G)
+        rewards = scored.rewards
         if algo.reward_noise:
             rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
-        baseline = None
-        if algo.advantage == "remax":
-            if env is not None:
-                played = env.play(engine, task, chosen, greedy=True)
-                greedy, greedy_score = played.rollouts, played.result.total
-            else:
-                greedy = engine.generate(prompts, greedy=True)
-                greedy_score = reward.score(greedy.texts, chosen).total
-            baseline = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef).repeat_interleave(G)
-        grouped = rewards.view(-1, G)
-        informative = ~zero_variance_groups(grouped)
-        if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
-            informative |= (grouped != baseline.view(-1, G)).any(dim=1)
-        if step_rewards is not None and algo.advantage in ("reinforce_pp", "gae"):
-            # equal totals paid at different tokens still differ token by token
-            steps = step_rewards.view(-1, G, step_rewards.shape[1])
-            informative |= (steps != steps[:, :1]).any(dim=2).any(dim=1)
-        groups_seen += grouped.shape[0]
-        zero_var += int(zero_variance_groups(shaped[-1].view(-1, G)).sum())
+        baseline = remax_baseline(parts, round_, length_coef, phases) if algo.advantage == "remax" else None
+        informative = informative_groups(rewards, baseline, scored.step_rewards, algo, G)
         keep = informative if algo.dynamic_sampling else torch.ones_like(informative)
-        keep_groups = keep.nonzero().view(-1)[:prompts_needed]
+        keep_groups = keep.nonzero().view(-1)[:rollout.prompts_per_step - kept_groups]
         if len(keep_groups):
-            rows = group_rows(keep_groups, G)
-            kept.append(Batch(rollouts, rewards, baseline, step_rewards).select(rows))
+            kept.append(Batch(round_.rollouts, rewards, baseline, scored.step_rewards).select(group_rows(keep_groups, G)))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break
-    all_shaped = finite(torch.cat(shaped))
-    stats = {
-        "reward/mean": finite_mean(all_shaped),
-        "reward/std": float(all_shaped.std()) if len(all_shaped) > 1 else 0.0,
-        "reward/verifier_mean": finite_mean(torch.cat(raw)),
-        "reward/correct_frac": float((torch.cat(raw) >= algo.length_correct_min).float().mean()),
-        **{f"reward/{k}": finite_mean(torch.cat(v)) for k, v in components.items()},
-        "reward/failed": failed,
-        "reward/failed_frac": failed / max(sum(len(r) for r in raw), 1),
-        **{f"reward_failed/{k}": v for k, v in failures.items()},
-        "length/mean": float(torch.cat(lengths).mean()),
-        "length/truncated_frac": float(torch.cat(truncated).mean()),
-        "groups/sampled": groups_seen,
-        "groups/zero_variance_frac": zero_var / max(groups_seen, 1),
-        "groups/trained": kept_groups,
-        **_intervention_stats(rollout, torch.cat(raw), torch.cat(lengths), row_temperatures, continued),
-        **(partial.last_stats if partial is not None else {}),  # of the step's last round
-        **sampler.stats(),
-    }
+    stats = {**seen.summary(rollout, algo, kept_groups),
+             **(parts.partial.last_stats if parts.partial is not None else {}),  # of the step's last round
+             **parts.sampler.stats()}
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
         kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))
                 for b in kept]
     batch = concat_batches(kept, engine.pad_id) if kept else None
-    return batch, stats, examples, (texts, text_samples)
+    return batch, stats, examples, (seen.texts, seen.samples)
 
 
 def _interventions(rollouts: Rollouts, row: int, continued: torch.Tensor | None) -> dict:

@@ -24,7 +24,9 @@ from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.replay import ReplayBuffer
-from aha.training.rl.step import RLState, StepParts, run_step
+from aha.training.phases import Phases
+from aha.training.rl.parts import RLState, StepParts
+from aha.training.rl.step import run_step
 from aha.training.rl.update import Learner, Shape
 
 
@@ -114,9 +116,9 @@ class RLMethod(Method):
         # checkpoint, sampled again (on the restored weights) before any new prompt
         self.resumed_rounds: deque[list[dict]] = deque()
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         if not self.config.rollout.max_staleness:
-            return run_step(self.parts, self.run_state, step)
+            return run_step(self.parts, self.run_state, step, phases)
         # asynchronous: this step trains on the oldest round sampled ahead (none at the first
         # step; after a resume, a round that was in flight, sampled now), and the next rounds
         # are submitted before the update
@@ -131,16 +133,14 @@ class RLMethod(Method):
                 raise RuntimeError(f"a round sampled {staleness} policy versions ago reached step {step} "
                                    f"(rollout.max_staleness {self.config.rollout.max_staleness})")
             waited = time.time()
-            out = None if ahead.submitted is None else self.setup.engine.collect(ahead.submitted)
+            with phases("generate"):  # the wait for the round sampled ahead is part of this step's generation
+                out = None if ahead.submitted is None else self.setup.engine.collect(ahead.submitted)
             waited = time.time() - waited
             first = (ahead.chosen, out) if ahead.launch is None else \
                 self.partial.land(ahead.launch, out, self.setup.engine, ahead.policy_version)
         else:
             waited = 0.0
-        record, examples = run_step(self.parts, self.run_state, step, first, lambda: self._sample_ahead(step))
-        # the wait for the round sampled ahead is part of this step's generation time
-        record["time/generate_s"] += waited
-        record["time/step_s"] += waited
+        record, examples = run_step(self.parts, self.run_state, step, phases, first, lambda: self._sample_ahead(step))
         record["async/wait_s"] = waited
         record["async/staleness"] = float(staleness)
         record["async/ahead"] = len(self.ahead)

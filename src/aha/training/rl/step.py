@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
 
 from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
 from aha.config import Config
@@ -15,39 +13,14 @@ from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
 from aha.training.rl.batch import Batch
 from aha.training.alarms import check_reward_failures
+from aha.training.phases import Phases
 from aha.training.rl.collect import collect
+from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.estimate import estimate_advantages
 from aha.training.monitor import HackingMonitor
 from aha.training.rl.partial import PartialRollouts
 from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.update import Learner, Shape, forward_logprobs, forward_values, policy_update
-
-
-@dataclass(frozen=True)
-class StepParts:
-    """The wiring of an RL step, fixed for the run (the sampler, replay buffer and learner
-    hold their own state, saved by the checkpoint through their own methods)."""
-
-    config: Config
-    engine: Engine
-    task: Task
-    sampler: PromptSampler
-    reward: CompositeReward
-    learner: Learner
-    shape: Shape
-    replay: ReplayBuffer | None
-    partial: PartialRollouts | None = None  # the groups carried between rounds (partial rollouts)
-    env: EpisodeRunner | None = None  # multi-turn episodes (config.env)
-
-
-@dataclass
-class RLState:
-    """What an RL step changes besides weights, optimizers, data cursor and replay buffer:
-    the length penalty's coefficient (adaptive: checkpointed) and the hacking monitor
-    (rebuilt on resume from the metrics, which hold all its series)."""
-
-    length_coef: float = 0.0
-    monitor: HackingMonitor | None = None
 
 
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
@@ -101,20 +74,17 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
     return True
 
 
-def run_step(parts: StepParts, state: RLState, step: int, first=None,
+def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=None,
              after_collect: Callable[[], None] | None = None) -> tuple[dict, list[dict]]:
-    """Returns the step's metrics record and example completions; updates state. first:
-    the first round's (prompts, rollouts) sampled ahead; after_collect runs once the step's
-    samples are in, before the update (asynchronous RL submits the next step's there)."""
-    config = parts.config
-    t0, synced = time.time(), parts.engine.sync_seconds
-    algo = config.algorithm
-    batch, stats, examples, (texts, samples) = collect(parts.engine, parts.task, parts.sampler, parts.reward,
-                                                       config.rollout, algo, state.length_coef, first,
-                                                       parts.partial, version=step - 1, env=parts.env)
-    # sampling and scoring only: an engine that takes new weights at its first generate
-    # counts that in time/sync_s
-    t_gen = time.time() - t0 - (parts.engine.sync_seconds - synced)
+    """Returns the step's metrics record and example completions; updates state. The phases:
+    generate and score (collect), prepare (advantages, reference and old log-probs), update.
+    first: the first round's (prompts, rollouts) sampled ahead; after_collect runs once the
+    step's samples are in, before the update (asynchronous RL submits the next step's there)."""
+    config, algo = parts.config, parts.config.algorithm
+    synced = parts.engine.sync_seconds
+    batch, stats, examples, (texts, samples) = collect(parts, phases, state.length_coef, first, version=step - 1)
+    # an engine that takes new weights at its first generate counts that in time/sync_s
+    phases.exclude("generate", parts.engine.sync_seconds - synced)
     if after_collect is not None:
         after_collect()
     # before anything is trained on scores that are mostly failures
@@ -126,12 +96,14 @@ def run_step(parts: StepParts, state: RLState, step: int, first=None,
     if algo.length_adaptive:
         state.length_coef = adapt_length_coef(state.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
                                               algo.length_coef_rate, algo.length_coef_max)
-    batch, prepared = prepare(parts, batch)
+    with phases("prepare"):
+        batch, prepared = prepare(parts, batch)
     stats.update(prepared)
     update = {}
     if batch is not None:
-        constant = config.algorithm.loss_agg_constant or config.rollout.max_new_tokens
-        update = policy_update(parts.learner, batch, config.algorithm, parts.shape, config.train.max_grad_norm, constant)
+        constant = algo.loss_agg_constant or config.rollout.max_new_tokens
+        with phases("update"):
+            update = policy_update(parts.learner, batch, algo, parts.shape, config.train.max_grad_norm, constant)
         kl = update.get("kl/ref", stats.get("kl/ref"))
         if maybe_reset_reference(parts, step, kl):
             update["ref/reset"] = 1
@@ -141,5 +113,4 @@ def run_step(parts: StepParts, state: RLState, step: int, first=None,
     record = {"step": step, **stats, **update, "train/nothing_to_train": float(no_signal)}
     if state.monitor is not None:
         record.update(state.monitor.update(record))
-    record.update({"time/generate_s": t_gen, "time/step_s": time.time() - t0})
     return record, examples

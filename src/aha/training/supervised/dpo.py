@@ -6,7 +6,6 @@ reference model stays in memory, and a resume uses the same numbers."""
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,7 @@ from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.prompts import prompt_text
+from aha.training.phases import Phases
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.training.supervised.online_pairs import sampled_pairs
@@ -170,11 +170,11 @@ class PreferenceMethod(CachedReference, CursorMethod):
             reference = {i: (ref_chosen[i], ref_rejected[i]) for i in picked}
         return pairs, picked, reference, {**stats, "pref/epoch": self.sampler.epoch}
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
-        t0 = time.time()
-        train, picked, reference, found = self._step_pairs()
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
+        with phases("prepare"):  # the step's pairs: sampled and scored when online, and reference log-probs
+            train, picked, reference, found = self._step_pairs()
         if not picked:  # online: every prompt's samples scored the same
-            return {"step": step, **found, "train/nothing_to_train": 1.0, "time/step_s": time.time() - t0}, []
+            return {"step": step, **found, "train/nothing_to_train": 1.0}, []
         seen = []
 
         def with_reference(p: PairLogps, group: list[int]) -> PairLogps:
@@ -191,7 +191,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
             return pair_losses(p, self.cfg).sum() / len(picked)
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
-        update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, self.config.train.max_grad_norm)
+        with phases("update"):
+            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, self.config.train.max_grad_norm)
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
         rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])
@@ -202,7 +203,7 @@ class PreferenceMethod(CachedReference, CursorMethod):
                   "pref/margin": float((chosen_r - rejected_r).mean()), "pref/reward_chosen": float(chosen_r.mean()),
                   "pref/reward_rejected": float(rejected_r.mean()), "logps/chosen": float(chosen_lp.mean()),
                   "logps/rejected": float(rejected_lp.mean()), "pref/truncated": truncated, **found,
-                  "train/nothing_to_train": 0.0, "time/step_s": time.time() - t0}
+                  "train/nothing_to_train": 0.0}
         examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "chosen": train.rows[i]["chosen"],
                      "rejected": train.rows[i]["rejected"], "margin": float(c - r)}
                     for i, c, r in zip(order, chosen_r, rejected_r)]

@@ -12,7 +12,6 @@ the first update, and kept in the checkpoints, as for DPO."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from aha.errors import TaskError
 from aha.tasks.samples import read_prompt_rows
 from aha.prompts import prompt_text
 from aha.models.compute import stop_token
+from aha.training.phases import Phases
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.training.supervised.dpo import pair_accuracy
@@ -180,8 +180,7 @@ class KTOMethod(CachedReference, CursorMethod):
                         data.mismatched, everything, f"reference, {split} mismatched")
         return self.reference
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
-        t0 = time.time()
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         reference, train = self._reference_logps(), self.data["train"]
         picked = self.sampler.next(self.cfg.batch_size)
         # z0: the policy's KL to the reference on this step's mismatched sequences, no gradient
@@ -196,8 +195,9 @@ class KTOMethod(CachedReference, CursorMethod):
                               self.cfg.kto_desirable_weight, self.cfg.kto_undesirable_weight)
             return losses.sum() / len(picked)
 
-        update = accumulated_step(self.setup.model, self.optimizer,
-                                  self._groups(train.sequences, picked), loss_of, self.config.train.max_grad_norm)
+        with phases("update"):
+            update = accumulated_step(self.setup.model, self.optimizer,
+                                      self._groups(train.sequences, picked), loss_of, self.config.train.max_grad_norm)
         order = [i for group, _ in seen for i in group]
         logps = torch.cat([lp for _, lp in seen])
         rewards = self.cfg.beta * (logps - reference["train"][order])
@@ -209,7 +209,7 @@ class KTOMethod(CachedReference, CursorMethod):
         record = {"step": step, "kto/loss": update.pop("loss/total"), **update, "kto/z0": float(z0), **by_kind,
                   "kto/desirable_share": float(liked.float().mean()),
                   "kto/truncated": sum(train.sequences[i].truncated for i in picked), "kto/epoch": self.sampler.epoch,
-                  "train/nothing_to_train": 0.0, "time/step_s": time.time() - t0}
+                  "train/nothing_to_train": 0.0}
         examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "completion": train.rows[i]["completion"],
                      "desirable": bool(d), "reward": float(r)} for i, d, r in zip(order, liked, rewards)]
         return record, examples

@@ -9,7 +9,6 @@ rewards/process_reward.py)."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +24,7 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.base import resolve_path
 from aha.errors import TaskError
 from aha.prompts import prompt_text
+from aha.training.phases import Phases
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
@@ -114,8 +114,7 @@ class PRMMethod(CursorMethod):
     def _logits(self, solutions: list[Solution], group: list[int]) -> torch.Tensor:
         return self.prm([solutions[i].tokens for i in group], [solutions[i].ends for i in group], self.setup.dtype)
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
-        t0 = time.time()
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         picked = self.sampler.next(self.cfg.batch_size)
         train, seen = self.solutions["train"], []
         norm = max(1, sum(len(train[i].ends) for i in picked))  # the mean over the batch's labelled steps
@@ -126,15 +125,16 @@ class PRMMethod(CursorMethod):
             labels = torch.cat([train[i].labels for i in group])
             return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm
 
-        update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
-                                  self.config.train.max_grad_norm)
+        with phases("update"):
+            update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
+                                      self.config.train.max_grad_norm)
         order = [i for group, _ in seen for i in group]
         logits = torch.cat([l for _, l in seen])
         labels = torch.cat([train[i].labels for i in order])
         record = {"step": step, "prm/loss": update.pop("loss/total"), **update,
                   "prm/step_accuracy": float(((logits > 0).float() == labels).float().mean()) if len(labels) else 0.0,
                   "prm/steps": len(labels), "prm/truncated_steps": sum(train[i].cut for i in picked),
-                  "prm/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+                  "prm/epoch": self.sampler.epoch}
         probs = torch.sigmoid(logits).split([len(train[i].ends) for i in order])
         examples = [{"prompt": prompt_text(self.rows["train"][i]["prompt"]), "steps": self.rows["train"][i]["steps"],
                      "labels": self.rows["train"][i]["labels"], "step_probs": [round(float(p), 4) for p in ps]}

@@ -7,7 +7,6 @@ folder is the `model:` of a reward (`reward: [{model: runs/rm}]`, rewards/learne
 from __future__ import annotations
 
 import json
-import time
 
 import torch
 
@@ -21,6 +20,7 @@ from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
 from aha.prompts import prompt_text
+from aha.training.phases import Phases
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.training.supervised.sequences import Pairs, encode_pairs, pair_micro_batches, read_pairs
@@ -84,8 +84,7 @@ class RMMethod(CursorMethod):
             loss = loss + pcrm_upper_loss(chosen, rejected, self.caps[group].expand(shape))
         return loss
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
-        t0 = time.time()
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         picked = self.sampler.next(self.cfg.batch_size)
         train, seen = self.pairs["train"], []
         # each head's loss is its bootstrap-weighted mean over the batch; the heads are averaged
@@ -97,8 +96,9 @@ class RMMethod(CursorMethod):
             return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
-        update = accumulated_step(self.rm, self.optimizer, groups, loss_of,
-                                  self.config.train.max_grad_norm)
+        with phases("update"):
+            update = accumulated_step(self.rm, self.optimizer, groups, loss_of,
+                                      self.config.train.max_grad_norm)
         order = [i for group, _, _ in seen for i in group]
         chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])
         score_c, score_r = self._score(chosen), self._score(rejected)
@@ -106,7 +106,7 @@ class RMMethod(CursorMethod):
                   "rm/accuracy": float((score_c > score_r).float().mean()), "rm/margin": float((score_c - score_r).mean()),
                   "rm/reward_chosen": float(score_c.mean()), "rm/reward_rejected": float(score_r.mean()),
                   "rm/truncated": sum(train.chosen[i].truncated + train.rejected[i].truncated for i in picked),
-                  "rm/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+                  "rm/epoch": self.sampler.epoch}
         if self.cfg.heads > 1:  # how much the heads disagree on a pair's gap
             record["rm/head_std"] = float((chosen - rejected).std(dim=1, unbiased=False).mean())
         if self.caps is not None:

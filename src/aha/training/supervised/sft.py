@@ -5,7 +5,6 @@ checkpoints/step-N is the `model:` of the RL run that follows it."""
 
 from __future__ import annotations
 
-import time
 import torch
 
 from aha.config import Config
@@ -16,6 +15,7 @@ from aha.tasks.base import resolve_path
 from aha.errors import TaskError
 from aha.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
+from aha.training.phases import Phases
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
 from aha.models.compute import stop_token
@@ -57,8 +57,7 @@ class SFTMethod(CursorMethod):
         self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
 
-    def step(self, step: int) -> tuple[dict, list[dict]]:
-        t0 = time.time()
+    def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         config = self.config
         picked = self.sampler.next(config.sft.batch_size)
         seqs = self.sequences
@@ -72,11 +71,12 @@ class SFTMethod(CursorMethod):
             nll.extend((per_row / mask.sum(dim=1)).tolist())
             return per_row.sum() / tokens
 
-        update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, config.train.max_grad_norm)
+        with phases("update"):
+            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, config.train.max_grad_norm)
         order = [i for g in groups for i in g]
         record = {"step": step, "sft/loss": update.pop("loss/total"), **update, "sft/tokens": tokens,
                   "sft/truncated": sum(seqs[i].truncated for i in picked), "length/mean": tokens / len(picked),
-                  "sft/epoch": self.sampler.epoch, "time/step_s": time.time() - t0}
+                  "sft/epoch": self.sampler.epoch}
         examples = [{"prompt": prompt_text(self.rows[i]["prompt"]), "completion": self.rows[i]["response"],
                      "nll_per_token": loss} for i, loss in zip(order, nll)]
         return record, examples

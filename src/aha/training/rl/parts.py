@@ -1,0 +1,42 @@
+"""The wiring of an RL step (StepParts) and what a step changes besides the weights (RLState)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aha.config import Config
+from aha.envs import EpisodeRunner
+from aha.rewards import CompositeReward
+from aha.rollout import Engine
+from aha.tasks import PromptSampler, Task
+from aha.training.monitor import HackingMonitor
+from aha.training.rl.partial import PartialRollouts
+from aha.training.rl.replay import ReplayBuffer
+from aha.training.rl.update import Learner, Shape
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """The wiring of an RL step, fixed for the run (the sampler, replay buffer and learner
+    hold their own state, saved by the checkpoint through their own methods)."""
+
+    config: Config
+    engine: Engine
+    task: Task
+    sampler: PromptSampler
+    reward: CompositeReward
+    learner: Learner
+    shape: Shape
+    replay: ReplayBuffer | None
+    partial: PartialRollouts | None = None  # the groups carried between rounds (partial rollouts)
+    env: EpisodeRunner | None = None  # multi-turn episodes (config.env)
+
+
+@dataclass
+class RLState:
+    """What an RL step changes besides weights, optimizers, data cursor and replay buffer:
+    the length penalty's coefficient (adaptive: checkpointed) and the hacking monitor
+    (rebuilt on resume from the metrics, which hold all its series)."""
+
+    length_coef: float = 0.0
+    monitor: HackingMonitor | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import random
 import shutil
@@ -16,10 +17,13 @@ import numpy as np
 import torch
 from safetensors.torch import save_model
 
+from aha.config import ConfigError
 from aha.models.adapters import has_lora, save_adapter
-from aha.models.checkpoints import MANIFEST, list_checkpoints, load_weights, sha256_file
+from aha.models.checkpoints import MANIFEST, list_checkpoints, load_weights, sha256_file, verify_checkpoint
 from aha.tracking.faults import kill_point
 from aha.tracking.run_dir import RunWriteError, free_space
+
+log = logging.getLogger(__name__)
 
 
 def rng_state() -> dict:
@@ -163,3 +167,39 @@ def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict
         optimizer.load_state_dict(blob["optimizers"][name])
     set_rng_state(blob["rng"])
     return json.loads((folder / "state.json").read_text()), blob["extra"]
+
+
+def load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:
+    """load_checkpoint, with an error naming the config changes when they do not fit the checkpoint
+    (a critic, a reference model or a replay buffer that it does or does not hold)."""
+    try:
+        return load_checkpoint(folder, modules, optimizers)
+    except (FileNotFoundError, KeyError, RuntimeError, ValueError) as err:
+        if not changes:
+            raise
+        raise ConfigError(f"checkpoint {folder} does not fit the changed config ({', '.join(changes)}): {err}; "
+                          "pick a new output_dir for these changes") from None
+
+
+def whole_checkpoints(checkpoints: list[Path], echo) -> list[Path]:
+    """The checkpoints up to the newest whole one (its files as its manifest lists them).
+    Each damaged newer one (a bit flipped on disk, a file cut short) is named and renamed
+    damaged-step-N beside the others for a look; the whole one before it is used. With none
+    whole, nothing is moved and the run stops, saying so."""
+    damage = {}
+    for index in range(len(checkpoints) - 1, -1, -1):
+        damage[index] = verify_checkpoint(checkpoints[index])
+        if damage[index] is None:
+            break
+    else:
+        raise ConfigError(f"no whole checkpoint in {checkpoints[0].parent}: " + "; ".join(
+            f"{checkpoints[i].name}: {why}" for i, why in sorted(damage.items())) + ". Pick a new output_dir (or "
+            "move this run folder away) to start again")
+    for bad in range(len(checkpoints) - 1, index, -1):
+        folder = checkpoints[bad]
+        aside = folder.with_name(f"damaged-{folder.name}")
+        shutil.rmtree(aside, ignore_errors=True)
+        os.replace(folder, aside)
+        log.error("checkpoint %s is damaged (%s); moved to %s", folder, damage[bad], aside)
+        echo(f"checkpoint {folder} is damaged ({damage[bad]}): moved to {aside}; resuming from {checkpoints[index]}")
+    return checkpoints[:index + 1]

@@ -319,10 +319,11 @@ def _env_run(tmp_path, advantage="grpo", steps=3):
 
 def test_try_again_trains_first_turn_and_final_accuracy_up(tmp_path):
     """GRPO on try_again episodes (tiny model, reward: an 'a' in the answer): held-out
-    first-turn and final accuracy both rise, and every turn's numbers are logged."""
-    summary, metrics = _env_run(tmp_path)
+    first-turn and final accuracy both rise, and every turn's numbers are logged. 8 steps: on
+    an Intel Xeon with AMX the tiny model had learned nothing yet after 3 (it had on Zen 4)."""
+    summary, metrics = _env_run(tmp_path, steps=8)
     before, after = metrics[0], metrics[-1]
-    assert before["step"] == 0 and after["step"] == 3
+    assert before["step"] == 0 and after["step"] == 8
     assert before["eval/first_turn_accuracy"] < 0.5 and before["eval/accuracy"] < 0.5
     assert after["eval/first_turn_accuracy"] >= 0.75 and after["eval/accuracy"] >= 0.75
     assert after["eval/turns"] < before["eval/turns"]

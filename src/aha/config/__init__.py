@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from aha.config.checks import config_problems
 from aha.config.sections import (
     BUILT_IN_TASKS,
     AlgorithmConfig,
@@ -74,87 +75,7 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        # caught here rather than at the first step, after minutes of loading and eval
-        a, G = self.algorithm, self.rollout.group_size
-        problems = []
-        if a.advantage == "grpo" and a.advantage_scale == "std" and G < 2:
-            problems.append("rollout.group_size must be >= 2 with algorithm.advantage_scale=std (a group's std needs two samples)")
-        if a.advantage == "rloo" and G < 2:
-            problems.append("rollout.group_size must be >= 2 with algorithm.advantage=rloo (the baseline is the other samples)")
-        if a.policy_loss == "pg" and (a.epochs > 1 or a.mini_batches > 1):
-            problems.append("algorithm.policy_loss=pg is on-policy only: use epochs=1 and mini_batches=1, or policy_loss=ppo")
-        if a.tis_cap is not None and a.old_logprobs != "trainer":
-            problems.append("algorithm.tis_cap needs algorithm.old_logprobs=trainer (the weight is pi_trainer / pi_engine)")
-        if (a.ref_reset_every or a.ref_reset_kl) and a.kl_coef == 0:
-            problems.append("algorithm.ref_reset_every / ref_reset_kl need algorithm.kl_coef > 0 (there is no reference model)")
-        if a.replay and a.advantage == "gae":
-            problems.append("algorithm.replay does not work with advantage=gae (stored advantages go stale with the critic)")
-        if a.token_weighting == "ktae" and a.advantage not in ("grpo", "rloo", "remax"):
-            problems.append("algorithm.token_weighting=ktae needs a sequence-level advantage (grpo, rloo or remax)")
-        if a.overlong_buffer > self.rollout.max_new_tokens:
-            problems.append(f"algorithm.overlong_buffer ({a.overlong_buffer}) exceeds rollout.max_new_tokens ({self.rollout.max_new_tokens})")
-        if self.method == "dpo" and not self.dpo.data and not self.dpo.online:
-            problems.append("method=dpo needs dpo.data (a JSONL file of {prompt, chosen, rejected}) or dpo.online=true")
-        if self.method == "dpo" and self.dpo.loss == "orpo" and self.dpo.nll_coef:
-            problems.append("dpo.nll_coef adds an NLL term that dpo.loss=orpo already has: set one of them")
-        if self.method == "dpo" and self.dpo.loss == "kto" and (self.dpo.online or self.dpo.nll_coef or self.dpo.label_smoothing):
-            problems.append("dpo.loss=kto trains offline on labelled completions: dpo.online, dpo.nll_coef and "
-                            "dpo.label_smoothing are for the pair losses")
-        if self.method == "dpo" and self.dpo.data and self.dpo.online:
-            problems.append("dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one")
-        if self.method == "rm" and not self.rm.data:
-            problems.append("method=rm needs rm.data: a JSONL file of {prompt, chosen, rejected}")
-        if self.method == "prm" and not self.prm.data:
-            problems.append("method=prm needs prm.data: a JSONL file of {prompt, steps, labels}")
-        if self.train.keep_best and self.method in ("rm", "prm"):
-            problems.append(f"train.keep_best ranks checkpoints by held-out accuracy of sampled answers, which "
-                            f"method={self.method} does not measure (it scores pairs or steps): drop it")
-        if self.rollout.max_staleness and not (self.method == "rl" and self.ray.rollout_workers):
-            problems.append("rollout.max_staleness > 0 (asynchronous RL) samples ahead on Ray rollout workers: "
-                            "set ray.rollout_workers >= 1 (and method=rl)")
-        if (self.curriculum.filter or self.curriculum.weighting != "uniform") and self.method != "rl":
-            problems.append("curriculum.filter / curriculum.weighting choose prompts from RL groups' outcomes: method=rl only")
-        if self.rollout.partial_rollouts and self.method != "rl":
-            problems.append("rollout.partial_rollouts carries completions from one RL round to the next: method=rl only")
-        for key in ("max_staleness", "partial_rollouts"):  # both train on tokens an older policy drew
-            if getattr(self.rollout, key) and a.old_logprobs == "trainer" and a.tis_cap is None:
-                problems.append(f"rollout.{key} with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the "
-                                "trainer's log-probs of the current policy would treat tokens an older one drew as "
-                                "on-policy")
-        intervened = [key for key, value in (("rollout.temperatures", self.rollout.temperatures),
-                                             ("rollout.force_continue", self.rollout.force_continue)) if value]
-        for key in intervened:
-            for other, value in (("rollout.partial_rollouts", self.rollout.partial_rollouts),
-                                 ("rollout.max_staleness", self.rollout.max_staleness), ("env.name", self.env.name)):
-                if value:
-                    problems.append(f"{key} does not work with {other} yet: set one of them")
-        for key in intervened:
-            if self.method != "rl":
-                problems.append(f"{key} changes how RL samples its groups: method=rl only")
-        if self.rollout.temperatures and len(self.rollout.temperatures) > G:
-            problems.append(f"rollout.temperatures lists {len(self.rollout.temperatures)} temperatures for groups of "
-                            f"rollout.group_size={G}: some would never be used")
-        for key, value in (("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef),
-                           ("algorithm.length_adaptive", a.length_adaptive)):
-            if self.rollout.force_continue and value:
-                problems.append(f"{key} measures a completion against max_new_tokens, which rollout.force_continue "
-                                "lets it pass: set one of them")
-        if self.task.stream and self.task.data is None:
-            problems.append("task.stream reads task.data from disk a row at a time: set task.data")
-        if self.task.stream and (self.curriculum.filter or self.curriculum.weighting != "uniform"):
-            problems.append("curriculum.filter / curriculum.weighting look at every prompt each step: "
-                            "not with task.stream (the prompts stay on disk)")
-        if self.env.name is not None:
-            if self.method != "rl":
-                problems.append("env.name plays multi-turn episodes for online RL: method=rl only")
-            for key, value in (("rollout.partial_rollouts", self.rollout.partial_rollouts),
-                               ("rollout.max_staleness", self.rollout.max_staleness),
-                               ("algorithm.overlong_buffer", a.overlong_buffer), ("algorithm.length_coef", a.length_coef),
-                               ("algorithm.length_adaptive", a.length_adaptive)):
-                if value:
-                    problems.append(f"{key} is not supported with multi-turn episodes (env.name): set it to 0")
-        if self.ray.reward_workers and not any(spec.workers for spec in [*self.reward, *self.monitor.gold]):
-            problems.append("ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)")
+        problems = config_problems(self)  # the cross-checks between sections (config/checks.py)
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -65,7 +65,8 @@ MUTANTS = [
     M("brief-03-tis-not-applied", "training/rl/update.py",
       "loss_tok = loss_tok * batch.is_weights[sl, :width]", "loss_tok = loss_tok",
       "truncated IS weights computed but never applied to the loss",
-      W + "test_trainer_old_logprobs_come_from_the_policy_and_tis_weights_are_capped", UPDATE + "[ppo_is_weights_seq_sum]"),
+      W + "test_trainer_old_logprobs_come_from_the_policy_and_tis_weights_are_capped",
+      UPDATE + "[ppo_is_weights_seq_sum]"),
     M("brief-04-old-from-reference", "training/rl/step.py",
       "batch.old_logprobs = forward_logprobs(learner.model, batch, shape)",
       "batch.old_logprobs = forward_logprobs(learner.ref_model, batch, shape)",
@@ -90,8 +91,8 @@ MUTANTS = [
       "REINFORCE++ advantage ignores gamma",
       W + "test_reinforce_pp_advantages_discount_by_gamma[True]"),
     M("brief-09-overlong-factor-ignored", "training/rl/score.py",
-      "overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer, algo.overlong_penalty)",
-      "overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer)",
+      "algo.overlong_buffer,\n                                         algo.overlong_penalty)",
+      "algo.overlong_buffer)",
       "the overlong penalty ignores its factor", W + "test_overlong_penalty_scales_with_its_factor"),
     M("brief-10-gspo-no-token-detach", "algorithms/losses.py",
       "token_log_ratio = sequence_log_ratio(logprobs, old_logprobs, mask).detach() + logprobs - logprobs.detach()",
@@ -116,7 +117,8 @@ MUTANTS = [
       "tail = (1 - level) / 2 * 100", "tail = (1 - level) * 100",
       "a 90% bootstrap interval passes as 95%", W + "test_bootstrap_interval_is_95_percent"),
     M("brief-15-reset-kl-without-kl", "config/checks.py",
-      "bool(c.algorithm.ref_reset_every or c.algorithm.ref_reset_kl) and c.algorithm.kl_coef == 0", "bool(c.algorithm.ref_reset_every) and c.algorithm.kl_coef == 0",
+      "bool(c.algorithm.ref_reset_every or c.algorithm.ref_reset_kl) and c.algorithm.kl_coef == 0",
+      "bool(c.algorithm.ref_reset_every) and c.algorithm.kl_coef == 0",
       "ref_reset_kl accepted without a KL term", W + "test_prorl_reset_options_need_a_kl_term"),
     M("brief-16-override-split", "config/__init__.py",
       'key, value = dotted.split("=", 1)', 'key, value = dotted.rsplit("=", 1)',
@@ -159,7 +161,8 @@ MUTANTS = [
       "if algo.mask_truncated:", "if False:",
       "mask_truncated ignored", UPDATE + "[ppo_mask_truncated]"),
     M("update-value-clip-ignored", "training/rl/update.py",
-      "batch.returns[sl, :width], algo.value_clip)", "batch.returns[sl, :width], None)",
+      "batch.returns[sl, :width],\n                                          algo.value_clip)",
+      "batch.returns[sl, :width], None)",
       "value_clip not passed to the value loss", W + "test_critic_step_uses_the_clipped_value_loss"),
     M("update-one-epoch", "training/rl/update.py",
       "for _ in range(algo.epochs):", "for _ in range(1):",
@@ -207,7 +210,8 @@ MUTANTS = [
       "advantage_scale ignored (Dr. GRPO divides by std)", W + "test_sequence_advantages_with_kl_in_the_reward"),
     M("estimate-no-group-baseline", "training/rl/estimate.py",
       "G if algo.group_baseline else None", "None",
-      "REINFORCE++-baseline never subtracts the group mean", W + "test_reinforce_pp_advantages_discount_by_gamma[True]"),
+      "REINFORCE++-baseline never subtracts the group mean",
+      W + "test_reinforce_pp_advantages_discount_by_gamma[True]"),
     M("estimate-gae-lam-is-gamma", "training/rl/estimate.py",
       "mask, algo.gamma, algo.lam)", "mask, algo.gamma, algo.gamma)",
       "GAE gets gamma for lambda", W + "test_gae_advantages_use_gamma_and_lambda_and_whiten"),
@@ -289,7 +293,7 @@ MUTANTS = [
       "tis_cap accepted but no weights computed",
       W + "test_trainer_old_logprobs_come_from_the_policy_and_tis_weights_are_capped"),
     M("collect-length-correct-min", "training/rl/score.py",
-      "charged = total >= algo.length_correct_min", "charged = total >= 1.0",
+      "charged = (total >= algo.length_correct_min", "charged = (total >= 1.0",
       "the length penalty's notion of correct ignores length_correct_min",
       W + "test_overlong_penalty_scales_with_its_factor"),
     M("step-reset-direction", "training/rl/step.py",
@@ -301,7 +305,7 @@ MUTANTS = [
       "for old in list_checkpoints(root)[:-keep]:", "for old in list_checkpoints(root)[:-keep - 1]:",
       "keep_checkpoints keeps one checkpoint too many", W + "test_save_checkpoint_keeps_the_newest_ones"),
     M("estimate-ktae-alpha-ignored", "training/rl/estimate.py",
-      "mask, seq_adv, G, algo.ktae_alpha)", "mask, seq_adv, G, 0.5)",
+      "algo.ktae_alpha)", "0.5)",
       "ktae_alpha ignored", W + "test_ktae_token_weights_use_the_configured_alpha"),
     M("update-norm-counts-masked-tokens", "training/rl/update.py",
       "norm = LossNorm.of(mask, loss_constant)",
@@ -322,7 +326,8 @@ MUTANTS = [
       "override values are not read as YAML", W + "test_an_override_value_may_contain_equals_signs"),
 ]
 
-# ====================================================================== LoRA, Ray, asynchronous and partial rollouts, resume (issue 28)
+# ====================================================================== LoRA, Ray, asynchronous and partial rollouts,
+# resume (issue 28)
 L = "tests/test_audit_lora.py::"
 R = "tests/test_audit_ray.py::"
 A = "tests/test_audit_async_resume.py::"
@@ -333,11 +338,11 @@ MUTANTS += [
       "lora_alpha=alpha if alpha is not None else 2 * rank", "lora_alpha=alpha if alpha is not None else rank",
       "lora.alpha unset scales the adapters by 1 instead of the documented 2 (alpha = rank, not 2 x rank)",
       L + "test_the_default_alpha_scales_the_update_by_two"),
-    M("lora-config-default-alpha", "config/sections.py",
+    M("lora-config-default-alpha", "config/run_sections.py",
       "alpha: float | None = Field(None, gt=0,", "alpha: float | None = Field(16.0, gt=0,",
       "the config's lora.alpha default is a fixed 16 instead of None (-> 2 x rank)",
       L + "test_the_default_alpha_scales_the_update_by_two"),
-    M("lora-alpha-zero-allowed", "config/sections.py",
+    M("lora-alpha-zero-allowed", "config/run_sections.py",
       "alpha: float | None = Field(None, gt=0,", "alpha: float | None = Field(None, ge=0,",
       "lora.alpha=0 accepted: adapters scaled to nothing never change the model",
       L + "test_an_alpha_of_zero_is_refused"),
@@ -353,7 +358,8 @@ MUTANTS += [
       R + "test_each_share_gets_its_own_seed_drawn_from_the_drivers_rng"),
     M("ray-base-seed-not-from-rng", "rollout/ray_engine.py",
       "base = int(torch.randint(0, 1 << 62, (1,)))", "base = self.seed",
-      "the shares' seeds are the engine's fixed seed, not drawn from the driver's RNG: every step samples with the same seeds",
+      "the shares' seeds are the engine's fixed seed, not drawn from the driver's RNG: every step samples with the "
+      "same seeds",
       R + "test_each_share_gets_its_own_seed_drawn_from_the_drivers_rng"),
     M("ray-redraw-new-seed", "rollout/ray_engine.py",
       "self._submit(substitute, submitted.calls[index], submitted.seeds[index])",
@@ -367,16 +373,20 @@ MUTANTS += [
       R + "test_a_redrawn_share_has_its_seed_and_equals_the_share_it_replaces"),
     M("ray-reward-error-taken-for-death", "rewards/ray_pool.py",
       "except self.ray.exceptions.RayActorError as err:", "except self.ray.exceptions.RayError as err:",
-      "a per-sample Ray error (a value Ray cannot move) is taken for the actor's death: the actor is killed and replaced",
+      "a per-sample Ray error (a value Ray cannot move) is taken for the actor's death: the actor is killed and "
+      "replaced",
       R + "test_a_reward_that_fails_for_one_sample_fails_that_sample_only"),
     M("ray-reward-error-slot-dropped", "rewards/ray_pool.py",
-      'outcomes[index] = Outcome(error=f"{type(err).__name__}: {str(err).splitlines()[0]}")\n                    idle.append(slot)',
-      'outcomes[index] = Outcome(error=f"{type(err).__name__}: {str(err).splitlines()[0]}")\n                    dead.append(slot)',
+      'outcomes[index] = Outcome(error=f"{type(err).__name__}: {str(err).splitlines()[0]}")\n                    '
+      'idle.append(slot)',
+      'outcomes[index] = Outcome(error=f"{type(err).__name__}: {str(err).splitlines()[0]}")\n                    '
+      'dead.append(slot)',
       "after a per-sample Ray error the (live) actor is replaced as if it had died",
       R + "test_a_reward_that_fails_for_one_sample_fails_that_sample_only"),
     M("ray-reward-raise-escapes-actor", "rewards/ray_pool.py",
       'return Outcome(error=f"{type(err).__name__}: {err}")', "raise",
-      "a reward raising for one sample is not caught in the actor: the sample's error is Ray's task error, not the reward's",
+      "a reward raising for one sample is not caught in the actor: the sample's error is Ray's task error, not the "
+      "reward's",
       R + "test_a_reward_that_fails_for_one_sample_fails_that_sample_only"),
     # ------------------------------------------------------------------ asynchronous and partial rollouts
     M("async-resumed-rounds-not-saved", "training/rl/method.py",
@@ -394,8 +404,8 @@ MUTANTS += [
       "rounds in flight saved out of order (the ones not yet re-submitted first)",
       A + "test_rounds_resumed_in_flight_are_saved_again_until_and_after_they_are_resubmitted"),
     M("async-resubmit-draws-new-prompts", "training/rl/method.py",
-      "chosen = self.resumed_rounds.popleft() if self.resumed_rounds else self.sampler.next(ro.prompts_per_step)",
-      "chosen = self.sampler.next(ro.prompts_per_step)",
+      "chosen = (self.resumed_rounds.popleft() if self.resumed_rounds",
+      "chosen = (self.resumed_rounds.popleft() if False",
       "after a resume the rounds that were in flight are never sampled again: new prompts take their place",
       A + "test_rounds_resumed_in_flight_are_saved_again_until_and_after_they_are_resubmitted"),
     M("async-restore-drops-in-flight", "training/rl/method.py",
@@ -408,7 +418,7 @@ MUTANTS += [
       "with partial rollouts, the groups of a round in flight (carried ones included) are missing from the checkpoint",
       A + "test_partial_groups_of_a_round_in_flight_are_saved_with_the_carried_ones"),
     # ------------------------------------------------------------------ resume
-    M("resume-truncate-off-by-one", "training/loop.py",
+    M("resume-truncate-off-by-one", "training/run.py",
       "folder.truncate_after(start)", "folder.truncate_after(start + 1)",
       "a resume keeps the records of the first step after the checkpoint: that step is logged twice",
       A + "test_a_resumed_run_logs_each_step_after_its_checkpoint_once"),
@@ -426,7 +436,8 @@ MUTANTS += [
       A + "test_a_resumed_run_logs_each_step_after_its_checkpoint_once"),
 ]
 
-# ====================================================================== KTO, truncation at max_length, run identity and run.lock, eval comparison, composition, config (issue 28)
+# ====================================================================== KTO, truncation at max_length, run identity and
+# run.lock, eval comparison, composition, config (issue 28)
 KP = "tests/test_audit_kto_prm.py::"
 ID = "tests/test_audit_identity.py::"
 CC = "tests/test_audit_compare_compose.py::"
@@ -544,9 +555,9 @@ MUTANTS += [
       'shared = sorted(set(a["solved"]) & set(b["solved"]))', 'shared = sorted(set(a["solved"]) | set(b["solved"]))',
       "problems only model a was asked about are grouped too",
       CC + "test_each_problem_lands_in_its_coverage_group"),
-    M("compare-console-counts-swapped", "cli.py",
-      "only {a} {len(cov['only_a'])}, only {b} {len(cov['only_b'])}",
-      "only {a} {len(cov['only_b'])}, only {b} {len(cov['only_a'])}",
+    M("compare-console-counts-swapped", "cli/commands.py",
+      "only {a} {len(cov['only_a'])}, \"\n              f\"only {b} {len(cov['only_b'])}",
+      "only {a} {len(cov['only_b'])}, \"\n              f\"only {b} {len(cov['only_a'])}",
       "aha eval --samples prints each model's only-solved count under the other's name",
       CC + "test_the_console_and_the_report_count_each_group_under_its_model"),
     M("compare-report-counts-swapped", "tracking/report.py",
@@ -667,7 +678,8 @@ class Runner:
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *targets]
         t0 = time.time()
         try:
-            done = subprocess.run(cmd, cwd=self.copy, env=self.env, capture_output=True, text=True, timeout=self.timeout)
+            done = subprocess.run(cmd, cwd=self.copy, env=self.env, capture_output=True, text=True,
+                                  timeout=self.timeout)
             return done.returncode, done.stdout + done.stderr, time.time() - t0
         except subprocess.TimeoutExpired as err:
             out = (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
@@ -718,13 +730,16 @@ def run_mutant(runner: Runner, mutant: Mutant, selection: list[str], fast: bool)
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", action="append", metavar="NAME", help="mutant name or fnmatch pattern (repeatable)")
-    parser.add_argument("--tests", nargs="+", metavar="SEL", help="pytest selection (default: tests/ without the sandbox files)")
+    parser.add_argument("--tests", nargs="+", metavar="SEL", help="pytest selection (default: tests/ without the "
+            "sandbox files)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
-    parser.add_argument("--full", action="store_true", help="always run the whole selection (skip the expected-killers stage)")
+    parser.add_argument("--full", action="store_true", help="always run the whole selection (skip the expected-killers "
+                                                            "stage)")
     parser.add_argument("--baseline-full", action="store_true", help="check that the whole selection passes unmutated")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
     parser.add_argument("--threads", type=int, default=1, help="OMP threads per pytest (0: torch's default)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per pytest run; past it the mutant counts as killed")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per pytest run; past it the mutant counts "
+            "as killed")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy")
     args = parser.parse_args(argv)
 
@@ -748,12 +763,14 @@ def main(argv=None) -> int:
         for m in chosen:  # fail loudly before any test runs
             _check_once(copy, m)
         if not args.no_baseline:
-            base = selection if args.baseline_full else sorted({k for m in chosen for k in m.killers if in_selection(k, selection)})
+            killers = {k for m in chosen for k in m.killers if in_selection(k, selection)}
+            base = selection if args.baseline_full else sorted(killers)
             if base:
                 rc, out, dt = runner.pytest(base)
                 if rc != 0:
                     print(out[-4000:])
-                    sys.exit(f"mutants: the unmutated baseline fails ({len(base)} targets, status {rc}); fix that first")
+                    sys.exit(f"mutants: the unmutated baseline fails ({len(base)} targets, status {rc}); "
+                             "fix that first")
                 print(f"baseline: {len(base)} targets pass unmutated ({dt:.0f} s)")
         print(f"selection: {' '.join(selection)}\n")
         header = f"{'mutant':38} {'status':17} {'stage':9} {'s':>5}  first failing test"

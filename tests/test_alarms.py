@@ -2,16 +2,13 @@
 that fails now and then, or steps that train nothing, are said on the console and in the
 report; train.max_idle_steps stops a run that trains nothing."""
 
-import json
-from pathlib import Path
 
 import pytest
+from test_training import metrics, tiny_config
 
 from aha.rewards import RewardFailureError
 from aha.training.alarms import Alarms, check_reward_failures
 from aha.training.loop import train
-
-from test_training import metrics, tiny_config
 
 QUIET = lambda *_: None
 
@@ -26,7 +23,8 @@ def test_a_failure_rate_above_the_limit_stops_with_the_component_and_its_first_e
     with pytest.raises(RewardFailureError) as err:
         check_reward_failures(record(5, 48, 48, score=48), 0.5, first, 5)
     message = str(err.value)
-    assert message.startswith("step 5: the reward failed on 48 of 48 samples (100%), more than train.max_reward_failure_rate=0.5")
+    assert message.startswith("step 5: the reward failed on 48 of 48 samples (100%), more than "
+                              "train.max_reward_failure_rate=0.5")
     assert "score on 48 of 48 samples (first error on sample s3: TypeError: score() takes 1" in message
     assert "before this step's update" in message and "train.max_reward_failure_rate=1.0" in message
 
@@ -41,10 +39,12 @@ def test_a_failure_rate_at_the_limit_or_below_goes_on():
 def test_the_console_is_told_once_and_the_summary_counts_every_step():
     said = []
     alarms = Alarms(max_idle_steps=None)
-    alarms.observe({**record(1, 2, 8, judge=2), "train/nothing_to_train": 0.0}, {"judge": "on sample a: timed out"}, said.append)
+    alarms.observe({**record(1, 2, 8, judge=2), "train/nothing_to_train": 0.0}, {"judge": "on sample a: timed out"},
+                   said.append)
     alarms.observe({**record(2, 3, 8, judge=3), "train/nothing_to_train": 1.0}, {}, said.append)
     alarms.observe({**record(3, 0, 8), "train/nothing_to_train": 1.0}, {}, said.append)
-    assert said[0] == ("warning: step 1: the reward failed on judge on 2 of 8 samples (first error on sample a: timed out); "
+    assert said[0] == ("warning: step 1: the reward failed on judge on 2 of 8 samples (first error on sample a: timed "
+                       "out); "
                        "those samples score 0 (log.txt has each; the report counts them)")
     assert said[1].startswith("warning: step 2 had nothing to train on")
     assert len(said) == 2  # each kind of warning once; the rest is in the summary
@@ -59,7 +59,8 @@ def test_max_idle_steps_counts_consecutive_steps_only():
     alarms.observe(idle(1, 1), {}, QUIET)
     alarms.observe(idle(2, 0), {}, QUIET)  # a step that trained resets the streak
     alarms.observe(idle(3, 1), {}, QUIET)
-    with pytest.raises(RewardFailureError, match=r"step 4: 2 steps in a row had nothing to train on \(train.max_idle_steps=2\)"):
+    with pytest.raises(RewardFailureError, match=r"step 4: 2 steps in a row had nothing to train on "
+                                                 r"\(train.max_idle_steps=2\)"):
         alarms.observe(idle(4, 1), {}, QUIET)
 
 
@@ -90,13 +91,15 @@ def test_occasional_failures_and_idle_steps_are_on_the_console_and_in_the_report
         "    return 1.0\n")
     said = []
     config = tiny_config(tmp_path, "flaky", f"reward=[{{fn: '{tmp_path / 'flaky.py'}:score'}}]", "train.steps=2",
-                         "train.max_reward_failure_rate=1.0", "eval.before=false", "eval.after=false", "train.report=true")
+                         "train.max_reward_failure_rate=1.0", "eval.before=false", "eval.after=false",
+                         "train.report=true")
     train(config, echo=said.append)
     records = [r for r in metrics(tmp_path / "flaky") if "reward/mean" in r]
     failed = sum(r["reward/failed"] for r in records)
     assert failed > 0, "the planted reward should fail on some samples"
     assert any(line.startswith("warning: step ") and "judge unreachable" in line for line in said)
-    assert f"warning: the reward failed in {sum(1 for r in records if r['reward/failed'])} of 2 steps (score on {failed} samples)" in "\n".join(said)
+    steps_failed = sum(1 for r in records if r["reward/failed"])
+    assert f"warning: the reward failed in {steps_failed} of 2 steps (score on {failed} samples)" in "\n".join(said)
     page = (tmp_path / "flaky/report.html").read_text()
     assert "<h2>Warnings</h2>" in page and f"score: {failed} samples" in page
     idle = sum(1 for r in records if r["train/nothing_to_train"])
@@ -131,7 +134,7 @@ def test_with_dynamic_sampling_a_flat_step_keeps_no_group_and_is_idle(tmp_path):
 
 
 def test_the_report_labels_correct_frac_by_its_threshold(tmp_path):
-    from aha.tracking.run_report import labels
+    from aha.tracking.plots import labels
 
     assert labels({"algorithm": {"length_correct_min": 0.5}})["reward/correct_frac"] == \
         "share of training samples with reward total >= 0.5"

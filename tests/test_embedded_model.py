@@ -62,7 +62,7 @@ def test_missing_folder_is_a_clear_error(tmp_path):
 
 def test_a_step_reward_lands_on_the_token_that_completes_a_split_character(smollm):
     # byte-level BPE splits an emoji over two tokens; a step ending with it closes at the second
-    from aha.training.rl.collect import token_closing
+    from aha.training.rl.score import token_closing
 
     tok = smollm.tokenizer
     text = "first \u4e2d\u6587\nsecond \U0001F600 ok"

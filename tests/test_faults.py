@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_training import metrics, tiny_config
 
 from aha.cli import main
-from aha.training import checkpoint as checkpoint_module
 from aha.models.checkpoints import verify_checkpoint
+from aha.training import checkpoint as checkpoint_module
 from aha.training.checkpoint import CheckpointError
 from aha.training.loop import train
-
-from test_training import metrics, tiny_config
 
 QUIET = dict(echo=lambda *_: None)
 
@@ -100,8 +99,9 @@ def test_a_checkpoint_the_disk_refuses_leaves_the_previous_one_and_no_partial_fo
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(checkpoint_module.torch, "save", full)
-    with pytest.raises(CheckpointError, match=r"could not write checkpoint .*step-4: OSError: .*No space left on "
-                                              r"device .*MiB free\)\. The newest whole checkpoint, .*step-2, is intact"):
+    message = (r"could not write checkpoint .*step-4: OSError: .*No space left on device .*MiB free\)\. "
+               r"The newest whole checkpoint, .*step-2, is intact")
+    with pytest.raises(CheckpointError, match=message):
         train(tiny_config(tmp_path, "run", "train.steps=4"), **QUIET)
     monkeypatch.undo()
     folders = sorted(p.name for p in (tmp_path / "run/checkpoints").iterdir())
@@ -144,7 +144,8 @@ def test_the_best_evaluated_checkpoint_is_chosen_from_the_held_out_records():
     from aha.training.checkpoint import best_evaluated_step
 
     records = [{"step": 0, "eval/accuracy": 0.9}, {"step": 2, "eval/accuracy": 0.5}, {"step": 2, "reward/mean": 1.0},
-               {"step": 3, "eval/accuracy": 0.75}, {"step": 4, "eval/accuracy": 0.25}, {"step": 6, "eval/accuracy": 0.5}]
+               {"step": 3, "eval/accuracy": 0.75}, {"step": 4, "eval/accuracy": 0.25},
+               {"step": 6, "eval/accuracy": 0.5}]
     assert best_evaluated_step(records, {2, 4}) == 2  # step 0 and 3 have no checkpoint
     assert best_evaluated_step(records, {2, 4, 6}) == 6  # a tie keeps the later one
     assert best_evaluated_step(records, {4}) == 4
@@ -157,10 +158,10 @@ def _scripted_accuracy(monkeypatch, accuracies: list[float]) -> None:
     import dataclasses
 
     from aha.eval import evaluate as real
-    from aha.training import loop
+    from aha.training import run
 
     script = list(accuracies)
-    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: dataclasses.replace(real(*a, **k), accuracy=script.pop(0)))
+    monkeypatch.setattr(run, "evaluate", lambda *a, **k: dataclasses.replace(real(*a, **k), accuracy=script.pop(0)))
 
 
 @pytest.mark.parametrize("keep_best, resumed", [(False, False), (True, False), (True, True)])

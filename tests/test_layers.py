@@ -97,5 +97,20 @@ def test_a_reversed_import_is_caught(tmp_path):
 
 def test_no_two_modules_import_each_other():
     graph = {module_name(path): {name for _, name in imports(path)} for path in SRC.rglob("*.py")}
-    pairs = sorted({tuple(sorted((a, b))) for a, deps in graph.items() for b in deps if a != b and a in graph.get(b, ())})
+    pairs = sorted({tuple(sorted((a, b))) for a, deps in graph.items() for b in deps if a != b and a in graph.get(b,
+            ())})
     assert not pairs, pairs
+
+
+def test_the_architecture_page_states_these_layers():
+    """docs/architecture.md lists the layers in the order this file checks: each numbered
+    line's units are the backticked names before its first colon."""
+    import re
+
+    text = (SRC.parent.parent / "docs" / "architecture.md").read_text()
+    listed = text.split("<!-- layers: the order tests/test_layers.py checks -->")[1].split("\n## ")[0]
+    stated = []
+    for line in re.findall(r"^\d+\. (.*)$", listed, re.MULTILINE):
+        names = re.findall(r"`([^`]+)`", line.split(":")[0])
+        stated.append(tuple("aha." + n.removesuffix("/").removesuffix(".py").replace("/", ".") for n in names))
+    assert stated == LAYERS

@@ -203,8 +203,9 @@ def test_list_answer(completion, score):
 
 
 def test_an_rl_run_trains_on_a_procedural_task(tmp_path):
-    from aha.training.loop import train
     from test_training import metrics
+
+    from aha.training.loop import train
 
     (tmp_path / "c.yaml").write_text(
         f"model: tiny\noutput_dir: {tmp_path / 'run'}\ntask: {{name: countdown, num_eval: 4, num_train: 20}}\n"
@@ -216,7 +217,7 @@ def test_an_rl_run_trains_on_a_procedural_task(tmp_path):
 
 
 def test_eval_with_a_built_in_task_scores_it_by_its_own_verifier():
-    from aha.cli import _task_override
+    from aha.cli.commands import task_override as _task_override
 
     config = load_config(Path(__file__).parent.parent / "configs" / "quickstart.yaml", _task_override("countdown"))
     assert config.task.name == "countdown" and config.eval.scorer == "aha.rewards:countdown"

@@ -4,18 +4,18 @@ import json
 from pathlib import Path
 
 import pytest
+from test_algorithm_runs import say_seven
 
 from aha.cli import main
-from aha.tracking.run_report import PANELS, Panel, series, trailing_mean
+from aha.tracking.plots import PANELS, Panel, series, trailing_mean
 from aha.training.loop import train
-
-from test_algorithm_runs import say_seven
 
 QUIET = lambda *_: None
 
 
 def test_panel_selects_by_name_and_prefix():
-    names = ["reward/mean", "reward/std", "reward/numeric_answer", "reward/fmt/inner", "kl/ref", "loss/total_first_step", "loss/kl"]
+    names = ["reward/mean", "reward/std", "reward/numeric_answer", "reward/fmt/inner", "kl/ref",
+             "loss/total_first_step", "loss/kl"]
     assert Panel("r", ("reward/mean", "reward/*"), ("reward/std",)).select(names) == \
         ["reward/mean", "reward/numeric_answer", "reward/fmt/inner"]
     assert Panel("l", ("loss/*",), ("loss/total_first_step",)).select(names) == ["loss/kl"]
@@ -37,7 +37,8 @@ def test_trailing_mean():
 
 def test_a_long_run_is_drawn_smoothed(tmp_path):
     (tmp_path / "config.yaml").write_text("model: tiny\ntask: {data: my_task.jsonl}\n")
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": (s % 7) / 7, "entropy": 1 / s}) + "\n"
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": (s % 7) / 7,
+                                                                "entropy": 1 / s}) + "\n"
                                                     for s in range(1, 201)))
     assert main(["report", str(tmp_path)]) == 0
     page = (tmp_path / "report.html").read_text()
@@ -49,7 +50,8 @@ def test_bad_run_folders_are_named(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert f"{tmp_path} is not a run folder" in capsys.readouterr().err
     (tmp_path / "config.yaml").write_text("model: tiny\n")
-    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\nnot json\n{"step": 2, "reward/mean": 0.6}\n')
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\nnot json\n{"step": 2, "reward/mean": '
+                                            '0.6}\n')
     assert main(["report", str(tmp_path)]) == 2
     assert f"{tmp_path / 'metrics.jsonl'}:2: not valid JSON" in capsys.readouterr().err
     assert not (tmp_path / "report.html").exists()
@@ -60,13 +62,15 @@ def test_bad_run_folders_are_named(tmp_path, capsys):
     assert main(["report", str(tmp_path), "--eval", str(tmp_path / "nowhere")]) == 2
     assert f"--eval {tmp_path / 'nowhere'}: no report.json there" in capsys.readouterr().err
     for name, content, message in [
-        ("metrics.jsonl", '{"step": "one", "reward/mean": 0.5}\n{"step": 2}\n', ":1: step must be a whole number, got 'one'"),
+        ("metrics.jsonl", '{"step": "one", "reward/mean": 0.5}\n{"step": 2}\n', ":1: step must be a whole number, got "
+                "'one'"),
         ("metrics.jsonl", '[1, 2]\n{"step": 2}\n', ":1: expected an object as a run writes, got list"),
         ("samples.jsonl", '{"step": 1, "split": "train", "reward": "high"}\n{"step": 1}\n',
          ":1: reward must be a number, got 'high'"),
         ("config.yaml", "model: [tiny\n", ": not YAML (ParserError: while parsing a flow sequence"),
         ("config.yaml", "model: tiny\ntrain: 5\n", ": config.yaml (or monitor.json) is not the mapping a run writes"),
-        ("config.yaml", "model: tiny\nreward: abc\n", ": config.yaml (or monitor.json) is not the mapping a run writes"),
+        ("config.yaml", "model: tiny\nreward: abc\n",
+         ": config.yaml (or monitor.json) is not the mapping a run writes"),
         ("monitor.json", '{"flags": {"length": 3}}', ": config.yaml (or monitor.json) is not the mapping a run writes"),
         ("metrics.jsonl", b'{"step": 1, "reward/mean": 0.5}\n{"step": 2, "note": "\xff"}\n', ":2: not UTF-8 text"),
     ]:
@@ -84,7 +88,8 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
     """A real (tiny) run with a gold reward and held-out evals, then `aha eval --samples
     --out RUN/eval`: `aha report RUN` embeds every plot, and Chromium decodes them all."""
     (tmp_path / "gold.py").write_text("def exact(completion, sample):\n    return float(completion.strip() == '7')\n")
-    config = say_seven(tmp_path, "train.steps=6", "eval.before=true", "eval.every=3", "train.checkpoint_every=6", "train.report=true",
+    config = say_seven(tmp_path, "train.steps=6", "eval.before=true", "eval.every=3", "train.checkpoint_every=6",
+                       "train.report=true",
                        f"monitor.gold=[{{fn: '{tmp_path / 'gold.py'}:exact'}}]")
     run = Path(train(config, echo=QUIET).run_dir)
     written = (run / "report.html").read_text()  # by the training loop
@@ -97,7 +102,8 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
     assert "Held-out greedy accuracy" in page
     images, colours = browser(run / "report.html", tmp_path, height=2400)
     alts = [alt for alt, _, _ in images]
-    for title in ["Reward (mean and components)", "Held-out accuracy", "Training samples at or above the correct threshold", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
+    for title in ["Reward (mean and components)", "Held-out accuracy", "Training samples at or above the correct "
+            "threshold", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
                   "Clip fraction", "Completion length (tokens)", "Loss", "Gradient norm", "pass@k", "maj@k"]:
         assert title in alts
     assert len(alts) == len(set(alts))
@@ -117,5 +123,6 @@ def test_a_metrics_file_with_steps_logged_twice_is_flagged(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     page = run_report_html(tmp_path)
     assert "<b>metrics.jsonl is not one run</b>: its steps go back (and 2 are logged more than once)" in page
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward/mean": 0.0}) + "\n" for s in (1, 2, 3)))
+    records = "".join(json.dumps({"step": s, "reward/mean": 0.0}) + "\n" for s in (1, 2, 3))
+    (tmp_path / "metrics.jsonl").write_text(records)
     assert "not one run" not in run_report_html(tmp_path)

@@ -355,7 +355,8 @@ def test_engine_old_logprobs_are_the_sampling_logprobs_and_no_weights_without_a_
     batch, _ = prepare(parts_for(config, Learner(policy, torch.optim.SGD(policy.parameters(), lr=0.0))),
                        Batch(ro, torch.arange(N, dtype=torch.float32)))
     assert torch.equal(batch.old_logprobs, ro.sampling_logprobs) and batch.is_weights is None
-    config = Config(model="tiny", rollout=RolloutConfig(group_size=G), algorithm=AlgorithmConfig(old_logprobs="trainer"))
+    config = Config(model="tiny", rollout=RolloutConfig(group_size=G),
+                    algorithm=AlgorithmConfig(old_logprobs="trainer"))
     batch, _ = prepare(parts_for(config, Learner(policy, torch.optim.SGD(policy.parameters(), lr=0.0))),
                        Batch(ro, torch.arange(N, dtype=torch.float32)))
     assert batch.is_weights is None
@@ -435,17 +436,20 @@ def test_build_learner_gives_each_optimizer_its_own_settings(tiny):
                     algorithm=AlgorithmConfig(advantage="gae", critic_lr=7e-4))
     learner = build_learner(copy.deepcopy(tiny.model), config)
     assert learner.ref_model is None  # kl_coef 0: no reference at all
-    assert [(g["lr"], g["betas"], g["weight_decay"]) for g in learner.optimizer.param_groups] == [(2e-3, (0.8, 0.95), 0.03)]
+    assert [(g["lr"], g["betas"],
+             g["weight_decay"]) for g in learner.optimizer.param_groups] == [(2e-3, (0.8, 0.95), 0.03)]
     assert [(g["lr"], g["betas"], g["weight_decay"]) for g in learner.critic_optimizer.param_groups] == [
         (7e-4, (0.8, 0.95), 0.03)]
     critic_params = {id(p) for g in learner.critic_optimizer.param_groups for p in g["params"]}
     assert critic_params == {id(p) for p in learner.critic.parameters()}
-    assert {id(p) for g in learner.optimizer.param_groups for p in g["params"]} == {id(p) for p in learner.model.parameters()}
+    optimized = {id(p) for g in learner.optimizer.param_groups for p in g["params"]}
+    assert optimized == {id(p) for p in learner.model.parameters()}
     # a resume with changed hyperparameters sets them again, each on its own optimizer
     changed = Config(model="tiny", train=TrainConfig(lr=5e-3, betas=(0.7, 0.9), weight_decay=0.0),
                      algorithm=AlgorithmConfig(advantage="gae", critic_lr=4e-5))
     _apply_hyperparameters(learner, changed)
-    assert [(g["lr"], g["betas"], g["weight_decay"]) for g in learner.optimizer.param_groups] == [(5e-3, (0.7, 0.9), 0.0)]
+    assert [(g["lr"], g["betas"],
+             g["weight_decay"]) for g in learner.optimizer.param_groups] == [(5e-3, (0.7, 0.9), 0.0)]
     assert [(g["lr"], g["betas"], g["weight_decay"]) for g in learner.critic_optimizer.param_groups] == [
         (4e-5, (0.7, 0.9), 0.0)]
     with_ref = build_learner(copy.deepcopy(tiny.model), Config(model="tiny", algorithm=AlgorithmConfig(kl_coef=0.1)))
@@ -471,7 +475,8 @@ def test_checkpoint_holds_and_restores_the_reference_weights(tiny, tmp_path, res
         optimizer.zero_grad()
     modules, optimizers = checkpointed(learner, config)
     assert set(modules) == {"model", "critic", "reference"} and set(optimizers) == {"policy", "critic"}
-    folder = save_checkpoint(tmp_path / "ckpt", 3, modules, optimizers, {"sampler": {}}, keep=2, tokenizer=tiny.tokenizer)
+    folder = save_checkpoint(tmp_path / "ckpt", 3, modules, optimizers, {"sampler": {}}, keep=2,
+                             tokenizer=tiny.tokenizer)
     saved = load_file(folder / "reference.safetensors")
     ref_state = learner.ref_model.state_dict()
     assert saved.keys() <= ref_state.keys() and len(saved) >= len(ref_state) - 1  # tied embeddings: one copy
@@ -490,7 +495,8 @@ def test_checkpoint_holds_and_restores_the_reference_weights(tiny, tmp_path, res
         restored, saved_opt = getattr(fresh, name).state_dict()["state"], getattr(learner, name).state_dict()["state"]
         assert restored.keys() == saved_opt.keys() and len(restored) > 0
         for key in restored:
-            assert all(torch.equal(torch.as_tensor(restored[key][k]), torch.as_tensor(v)) for k, v in saved_opt[key].items())
+            assert all(torch.equal(torch.as_tensor(restored[key][k]), torch.as_tensor(v)) for k,
+                       v in saved_opt[key].items())
     # without resets the reference is the initial model: it is not saved
     plain = load_config(None, ["model=tiny", "algorithm.kl_coef=0.1"])
     assert set(checkpointed(build_learner(copy.deepcopy(tiny.model), plain), plain)[0]) == {"model"}
@@ -585,7 +591,8 @@ def test_gae_advantages_use_gamma_and_lambda_and_whiten():
     values = noise(30, -1.0, 1.0, (4, 4)) * mask
     for whitened in (False, True):
         batch = Batch(mask_rollouts(mask), torch.tensor(rewards), old_values=values.clone())
-        estimate_advantages(batch, AlgorithmConfig(advantage="gae", gamma=gamma, lam=lam, whiten_advantages=whitened), 2)
+        estimate_advantages(batch, AlgorithmConfig(advantage="gae", gamma=gamma, lam=lam, whiten_advantages=whitened),
+                            2)
         adv = [[0.0] * 4 for _ in lengths]
         for i, (L, r) in enumerate(zip(lengths, rewards)):
             running = 0.0
@@ -692,7 +699,7 @@ def test_truncated_is_weights_by_hand():
 
 def test_overlong_penalty_scales_with_its_factor():
     from aha.algorithms import overlong_penalty
-    from aha.training.rl.collect import shaped_rewards
+    from aha.training.rl.score import shaped_rewards
 
     lengths = torch.tensor([2, 5, 6, 8])
     torch.testing.assert_close(overlong_penalty(lengths, 8, 4, factor=0.5), torch.tensor([0.0, -0.125, -0.25, -0.5]))
@@ -801,7 +808,8 @@ def test_bootstrap_interval_is_95_percent():
     curve = summarize(by_problem)["curves"]["pass@k"]
     p = hits.mean()
     assert curve["mean"] == [pytest.approx(p)]
-    assert (curve["hi"][0] - curve["lo"][0]) / (2 * 1.959964 * math.sqrt(p * (1 - p) / 400)) == pytest.approx(1.0, abs=0.07)
+    normal_width = 2 * 1.959964 * math.sqrt(p * (1 - p) / 400)
+    assert (curve["hi"][0] - curve["lo"][0]) / normal_width == pytest.approx(1.0, abs=0.07)
 
 
 def test_pass_at_k_by_enumeration():
@@ -859,7 +867,8 @@ def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_
     expected = torch.tensor(whiten(returns, mask.tolist()), dtype=torch.float32)
     torch.testing.assert_close(batch.advantages, expected, atol=1e-5, rtol=1e-5)
     # a sequence-level estimator sees only the sums: the same advantages as without steps
-    dense, plain = Batch(mask_rollouts(mask), torch.tensor(rewards), step_rewards=steps), Batch(mask_rollouts(mask), torch.tensor(rewards))
+    dense, plain = Batch(mask_rollouts(mask), torch.tensor(rewards),
+                         step_rewards=steps), Batch(mask_rollouts(mask), torch.tensor(rewards))
     for b in (dense, plain):
         estimate_advantages(b, AlgorithmConfig(advantage="grpo"), 2)
     torch.testing.assert_close(dense.advantages, plain.advantages, atol=1e-6, rtol=1e-6)
@@ -867,7 +876,7 @@ def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_
 
 def test_a_step_reward_lands_on_the_token_that_closes_its_step():
     from aha.models.tiny import tiny_tokenizer
-    from aha.training.rl.collect import step_token_rewards
+    from aha.training.rl.score import step_token_rewards
 
     tok = tiny_tokenizer()  # one token per character
     texts = ["ab\ncd\nef", "x\ny"]

@@ -11,25 +11,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
+from aha.config.method_sections import PreferenceConfig, ProcessRewardConfig, RewardModelConfig, SFTConfig
+from aha.config.run_sections import EvalConfig, LoraConfig, MonitorConfig, RayConfig, TrackingConfig
 from aha.config.sections import (
     BUILT_IN_TASKS,
-    AlgorithmConfig,
     CurriculumConfig,
     EnvConfig,
-    EvalConfig,
-    LoraConfig,
-    MonitorConfig,
-    PreferenceConfig,
-    ProcessRewardConfig,
-    RayConfig,
-    RewardModelConfig,
     RewardSpec,
     RolloutConfig,
-    SFTConfig,
     Strict,
     TaskConfig,
-    TrackingConfig,
     TrainConfig,
 )
 
@@ -45,10 +38,14 @@ class Config(Strict):
                           "rm section), prm (a process reward model on step-labelled solutions, prm section); the run "
                           "folder, checkpoints, held-out evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
-    output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, log.txt, checkpoints/, report.html")
-    seed: int = Field(0, description="seeds the model's sampling, the prompt order and every other random choice of the run")
+    output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, "
+                                                        "log.txt, checkpoints/, report.html")
+    seed: int = Field(0, description="seeds the model's sampling, the prompt order and every other random choice of "
+                                     "the run")
     task: TaskConfig = TaskConfig(name="arithmetic")
-    reward: list[RewardSpec] = Field([RewardSpec(fn="aha.rewards:numeric_answer")], description="the reward: a list of components (fn or model each), summed, multiplied or gated into one total; a built-in task's own verifier when left out")
+    reward: list[RewardSpec] = Field([RewardSpec(fn="aha.rewards:numeric_answer")], description="the reward: a list of "
+            "components (fn or model each), summed, multiplied or gated into one total; a built-in task's own verifier "
+            "when left out")
     rollout: RolloutConfig = RolloutConfig()
     train: TrainConfig = TrainConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()

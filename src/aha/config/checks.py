@@ -46,7 +46,8 @@ LENGTH_RULES = ("algorithm.overlong_buffer", "algorithm.length_coef", "algorithm
 DRIFTING = ("rollout.max_staleness", "rollout.partial_rollouts")  # train on tokens an older policy drew
 
 RULES = [
-    Rule(lambda c: c.algorithm.advantage == "grpo" and c.algorithm.advantage_scale == "std" and c.rollout.group_size < 2,
+    Rule(lambda c: c.algorithm.advantage == "grpo" and c.algorithm.advantage_scale == "std"
+         and c.rollout.group_size < 2,
          "rollout.group_size must be >= 2 with algorithm.advantage_scale=std (a group's std needs two samples)"),
     Rule(lambda c: c.algorithm.advantage == "rloo" and c.rollout.group_size < 2,
          "rollout.group_size must be >= 2 with algorithm.advantage=rloo (the baseline is the other samples)"),
@@ -67,7 +68,8 @@ RULES = [
          "method=dpo needs dpo.data (a JSONL file of {{prompt, chosen, rejected}}) or dpo.online=true"),
     Rule(lambda c: c.method == "dpo" and c.dpo.loss == "orpo" and bool(c.dpo.nll_coef),
          "dpo.nll_coef adds an NLL term that dpo.loss=orpo already has: set one of them"),
-    Rule(lambda c: c.method == "dpo" and c.dpo.loss == "kto" and bool(c.dpo.online or c.dpo.nll_coef or c.dpo.label_smoothing),
+    Rule(lambda c: c.method == "dpo" and c.dpo.loss == "kto"
+         and bool(c.dpo.online or c.dpo.nll_coef or c.dpo.label_smoothing),
          "dpo.loss=kto trains offline on labelled completions: dpo.online, dpo.nll_coef and dpo.label_smoothing "
          "are for the pair losses"),
     Rule(lambda c: c.method == "dpo" and bool(c.dpo.data) and c.dpo.online,
@@ -85,7 +87,8 @@ RULES = [
     Rule(lambda c: curriculum_chooses(c) and c.method != "rl",
          "curriculum.filter / curriculum.weighting choose prompts from RL groups' outcomes: method=rl only"),
     rl_only("rollout.partial_rollouts", "carries completions from one RL round to the next"),
-    *[Rule(lambda c, key=key: bool(setting(c, key)) and c.algorithm.old_logprobs == "trainer" and c.algorithm.tis_cap is None,
+    *[Rule(lambda c, key=key: bool(setting(c, key)) and c.algorithm.old_logprobs == "trainer"
+           and c.algorithm.tis_cap is None,
            f"{key} with algorithm.old_logprobs=trainer needs algorithm.tis_cap: the trainer's log-probs of the current "
            "policy would treat tokens an older one drew as on-policy") for key in DRIFTING],
     *[excludes(key, other, "{key} does not work with {other} yet: set one of them")

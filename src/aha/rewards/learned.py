@@ -19,7 +19,7 @@ from typing import Callable
 
 from aha.rewards.functions import RewardError, batched
 from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
-from aha.rewards.process_reward import model_reward_args
+from aha.rewards.process_reward import compute_dtype, model_reward_args
 
 DESCRIPTION = "reward_model.json"  # written into every checkpoint of a method: rm run
 ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as trained (reward_model.json)
@@ -57,11 +57,10 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     from torch import nn
 
     from aha.models import load
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import stop_token
     from aha.models.reward_model import SCORES, RewardModel, ensemble_score
     from aha.prompts import PromptStyle, encode_prompts
-    from aha.models.checkpoints import load_weights
-    from aha.models.compute import resolve_dtype
-    from aha.models.compute import stop_token
 
     try:  # a process reward model scores step by step, with its own args
         prm = resolve_checkpoint(path, base_dir, f"{key}.model")
@@ -77,10 +76,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     how, k = args["score"] or about["score"], args["k"] if args["k"] is not None else about["k"]
     if how not in SCORES:
         raise RewardError(f"{key}.args.score must be one of {', '.join(SCORES)}, got {how!r}")
-    try:
-        dtype = resolve_dtype(args["dtype"])
-    except KeyError:
-        raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
+    dtype = compute_dtype(args, key)
     loaded = load(str(folder))
     head = nn.Linear(loaded.model.config.hidden_size, about["heads"])
     load_weights(head, folder, "reward_head")

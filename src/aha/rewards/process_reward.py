@@ -25,7 +25,7 @@ from typing import Callable
 
 from aha.rewards.functions import RewardError, StepScores, batched
 
-DESCRIPTION = "process_reward_model.json"  # training/prm.py writes it into every checkpoint
+DESCRIPTION = "process_reward_model.json"  # training/supervised/prm.py writes it into every checkpoint
 ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min"}
 
 
@@ -46,8 +46,19 @@ def _args(args: dict, key: str, dtype: str) -> dict:
 
     merged = model_reward_args(args, {**ARGS, "dtype": dtype}, key, "a process reward model")
     if merged["aggregate"] not in (*AGGREGATES, "dense"):
-        raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got {merged['aggregate']!r}")
+        raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got "
+                          f"{merged['aggregate']!r}")
     return merged
+
+
+def compute_dtype(args: dict, key: str):
+    """args.dtype (auto, float32 or bfloat16) as a torch dtype."""
+    from aha.models.compute import resolve_dtype
+
+    try:
+        return resolve_dtype(args["dtype"])
+    except KeyError:
+        raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
 
 
 def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str = "auto") -> Callable:
@@ -56,17 +67,13 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     from torch import nn
 
     from aha.models import load
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import stop_token
     from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
     from aha.prompts import PromptStyle, encode_prompts
-    from aha.models.checkpoints import load_weights
-    from aha.models.compute import resolve_dtype
-    from aha.models.compute import stop_token
 
     args = _args(args, key, dtype)
-    try:
-        dtype = resolve_dtype(args["dtype"])
-    except KeyError:
-        raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
+    dtype = compute_dtype(args, key)
     about = json.loads((Path(folder) / DESCRIPTION).read_text())
     loaded = load(str(folder))
     head = nn.Linear(loaded.model.config.hidden_size, 1)
@@ -91,7 +98,8 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
             if not steps:
                 scores[i] = StepScores((), ()) if dense else 0.0
             elif kept:
-                rows[i] = ((prompt + ids)[:kept[-1][0] + 1], [e for e, _ in kept])  # nothing after the last scored step is needed
+                # nothing after the last scored step is needed
+                rows[i] = ((prompt + ids)[:kept[-1][0] + 1], [e for e, _ in kept])
                 step_chars[i] = tuple(c for _, c in kept)
         order = sorted(rows, key=lambda i: len(rows[i][0]))  # batches of like lengths pad little
         with torch.no_grad():
@@ -99,7 +107,8 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
                 batch = order[start:start + args["batch_size"]]
                 probs = torch.sigmoid(model([rows[i][0] for i in batch], [rows[i][1] for i in batch], dtype))
                 for i, p in zip(batch, probs.split([len(rows[i][1]) for i in batch])):
-                    scores[i] = StepScores(step_chars[i], tuple(p.tolist())) if dense else aggregate(p.tolist(), args["aggregate"])
+                    scores[i] = StepScores(step_chars[i],
+                                           tuple(p.tolist())) if dense else aggregate(p.tolist(), args["aggregate"])
         return scores
 
     score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)

@@ -9,8 +9,8 @@ import torch
 from aha.models.compute import FP32Head, attention_for, attention_scores, autocast, plain_head, positions_from_mask
 from aha.rollout.kv_cache import decoding_cache
 from aha.rollout.llama_decoding import LlamaDecoding
-from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import PartialRound, Rollouts, concat_rollouts, left_pad
+from aha.rollout.settings import EngineSettings
 
 
 class HFEngine(EngineSettings):
@@ -125,18 +125,10 @@ class HFEngine(EngineSettings):
         certainty = torch.zeros(N, max_new_tokens)
         stop = torch.tensor(self.eos_ids)
         cache = decoding_cache(config, max_new_tokens)
-        mask = distinct_mask.long()
-        positions = positions_from_mask(mask)
         # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
         # until the block ends, so they are cast once, not at every step
         with autocast(self.dtype):
-            with attention_for(backbone, attention_scores(config, mask.shape[0], mask.shape[1], mask.shape[1])):
-                hidden = backbone(input_ids=distinct_ids, attention_mask=mask, position_ids=positions,
-                                  past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
-            cache.batch_repeat_interleave(copies)
-            hidden = hidden.repeat_interleave(copies, dim=0)
-            mask = mask.repeat_interleave(copies, dim=0)
-            next_position = positions[:, -1].repeat_interleave(copies) + 1
+            hidden, mask, next_position = _prefill(backbone, distinct_ids, distinct_mask, copies, cache)
             # Llama models decode on a lean step of their own (rollout/llama_decoding.py)
             decoding = LlamaDecoding(self.model, self.dtype, cache) if LlamaDecoding.fits(self.model, cache) else None
             rows = torch.arange(N)  # the rows still going, in cache order
@@ -162,15 +154,35 @@ class HFEngine(EngineSettings):
                     cache.batch_select_indices(keep)
                     rows, picked, mask, next_position = rows[keep], picked[keep], mask[keep], next_position[keep]
                 mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
-                if decoding is not None:
-                    hidden = decoding.step(picked, next_position, mask)
-                else:
-                    with attention_for(backbone, attention_scores(config, len(mask), 1, mask.shape[1])):
-                        hidden = backbone(input_ids=picked[:, None], attention_mask=mask,
-                                          position_ids=next_position[:, None], past_key_values=cache,
-                                          use_cache=True).last_hidden_state[:, -1]
+                hidden = _next_hidden(backbone, decoding, cache, picked, next_position, mask)
                 next_position = next_position + 1
         return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps], lengths
+
+
+def _prefill(backbone, distinct_ids: torch.Tensor, distinct_mask: torch.Tensor, copies: torch.Tensor, cache
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each distinct prompt through the backbone once, its KV cache and last hidden state then
+    repeated for its copies: (hidden, attention mask, next position) a row."""
+    config = backbone.config
+    mask = distinct_mask.long()
+    positions = positions_from_mask(mask)
+    with attention_for(backbone, attention_scores(config, mask.shape[0], mask.shape[1], mask.shape[1])):
+        hidden = backbone(input_ids=distinct_ids, attention_mask=mask, position_ids=positions,
+                          past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
+    cache.batch_repeat_interleave(copies)
+    return (hidden.repeat_interleave(copies, dim=0), mask.repeat_interleave(copies, dim=0),
+            positions[:, -1].repeat_interleave(copies) + 1)
+
+
+def _next_hidden(backbone, decoding, cache, picked: torch.Tensor, next_position: torch.Tensor,
+                 mask: torch.Tensor) -> torch.Tensor:
+    """Each row's hidden state after its newest token: the lean Llama step where it fits, else
+    the backbone's own forward over the cache."""
+    if decoding is not None:
+        return decoding.step(picked, next_position, mask)
+    with attention_for(backbone, attention_scores(backbone.config, len(mask), 1, mask.shape[1])):
+        return backbone(input_ids=picked[:, None], attention_mask=mask, position_ids=next_position[:, None],
+                        past_key_values=cache, use_cache=True).last_hidden_state[:, -1]
 
 
 class _GroupTally:

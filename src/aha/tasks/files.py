@@ -4,15 +4,15 @@ with where it is (file:line, or file and row number), so that an error names it.
 
 from __future__ import annotations
 
-import csv
 import datetime
 import json
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 from aha.errors import TaskError
+from aha.tasks.csv_rows import csv_header, csv_records, csv_rows
 
 EXTRA_CELLS = "\0extra"  # csv's key for cells past the header's (no header can be named so)
 FORMATS = ".jsonl, .json, .parquet, .csv, .tsv, or a folder written by datasets' save_to_disk"
@@ -31,7 +31,7 @@ def read_rows(path: Path, split: str | None = None) -> list[tuple[str, Any]]:
     if suffix == ".parquet":
         return _parquet_rows(path)
     if suffix in (".csv", ".tsv"):
-        return _csv_rows(path, "\t" if suffix == ".tsv" else ",")
+        return csv_rows(path, "\t" if suffix == ".tsv" else ",")
     try:
         if suffix == ".json" and path.read_text(encoding="utf-8-sig").lstrip().startswith("["):
             return _json_array_rows(path)
@@ -77,86 +77,6 @@ def _plain(value):
     return value
 
 
-def _csv_rows(path: Path, delimiter: str) -> list[tuple[str, Any]]:
-    return [(where, row) for where, row, _ in _csv_records(path, delimiter)]
-
-
-class _Lines:
-    """A binary file's lines as text, for csv, knowing the byte offset of the next one (a
-    record may span lines: its offset is that of its first). A line ends at \n, \r\n or a
-    lone \r (old Mac exports), as text mode's universal newlines would end it."""
-
-    CHUNK = 1 << 16
-
-    def __init__(self, f, offset: int):
-        self.f, self.next_offset = f, offset
-        self.buffer, self.at_end = b"", False
-
-    def __iter__(self):
-        return self
-
-    def _line_end(self) -> int | None:
-        cuts = [i for i in (self.buffer.find(b"\n"), self.buffer.find(b"\r")) if i >= 0]
-        if not cuts:
-            return None
-        i = min(cuts)
-        if self.buffer[i:i + 1] == b"\r":
-            if i + 1 == len(self.buffer) and not self.at_end:
-                return None  # a \r\n may be split across reads
-            if self.buffer[i + 1:i + 2] == b"\n":
-                return i + 2
-        return i + 1
-
-    def __next__(self) -> str:
-        end = self._line_end()
-        while end is None and not self.at_end:
-            chunk = self.f.read(self.CHUNK)
-            self.at_end = not chunk
-            self.buffer += chunk
-            end = self._line_end()
-        if end is None:
-            end = len(self.buffer)
-        if end == 0:
-            raise StopIteration
-        line, self.buffer = self.buffer[:end], self.buffer[end:]
-        self.next_offset += len(line)
-        return line.decode("utf-8")
-
-
-def _csv_records(path: Path, delimiter: str, start: tuple[int, int] | None = None,
-                 header: list[str] | None = None) -> Iterator[tuple[str, dict, tuple[int, int]]]:
-    """(where, {header: text}, (byte offset, line)) for each record; from `start` (a record's
-    offset and line, with the header read before) when given. A line with more or fewer cells
-    than the header is an error (csv would silently pad or collect them)."""
-    csv.field_size_limit(2**31 - 1)  # csv refuses cells over 128 KiB by default: long-context prompts are longer
-    with open(path, "rb") as f:
-        offset = 3 if start is None and f.read(3) == b"\xef\xbb\xbf" else 0  # Excel's "CSV UTF-8" starts with a BOM
-        f.seek(start[0] if start is not None else offset)
-        lines = _Lines(f, start[0] if start is not None else offset)
-        reader = csv.reader(lines, delimiter=delimiter)
-        first_line = start[1] if start is not None else 1
-        try:
-            if header is None:
-                header = next(reader, None)
-                if header is None:
-                    return
-            while True:
-                at, line = lines.next_offset, first_line + reader.line_num
-                cells = next(reader, None)
-                if cells is None:
-                    return
-                if not cells:  # a blank line
-                    continue
-                where = f"{path}:{line}"
-                if len(cells) != len(header):
-                    raise TaskError(f"{where}: {len(cells)} cells where the header ({path}:1) has {len(header)}")
-                yield where, dict(zip(header, cells)), (at, line)
-        except csv.Error as err:
-            raise TaskError(f"{path}:{first_line + reader.line_num - 1}: not valid CSV ({err})") from None
-        except UnicodeDecodeError as err:
-            raise TaskError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-
-
 def _jsonl_rows(path: Path, start: int | None = None) -> Iterator[tuple[str, Any, tuple[int, int]]]:
     """(where, value, (byte offset, line)) for each non-blank line of a JSON-lines file (from
     the line at `start`, a (byte offset, line) pair, when given). Lines end at \n only (not at
@@ -179,7 +99,8 @@ def _jsonl_lines(path: Path, start: int | None) -> Iterator[tuple[str, Any, tupl
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise TaskError(f"{path}:{number}: not UTF-8 text ({err.reason} at byte {offset + err.start})") from None
+                raise TaskError(f"{path}:{number}: not UTF-8 text ({err.reason} at byte "
+                                f"{offset + err.start})") from None
             if number == 1:
                 text = text.removeprefix("\ufeff")
             if text.strip():
@@ -261,7 +182,7 @@ class StreamedRows:
             self.dataset, self.label = _parquet_dataset(self.path), str(self.path)
         elif suffix in (".csv", ".tsv"):
             self.kind, self.delimiter = "csv", "\t" if suffix == ".tsv" else ","
-            self.header = _csv_header(self.path, self.delimiter)
+            self.header = csv_header(self.path, self.delimiter)
         elif suffix == ".json" and _starts_with_bracket(self.path):
             raise TaskError(f"{self.path}: a .json array cannot be streamed (task.stream reads a row at a time): "
                             "write it as JSON lines, one object a line")
@@ -273,7 +194,7 @@ class StreamedRows:
             for index in range(len(self.dataset)):
                 yield f"{self.label} row {index + 1}", _plain(self.dataset[index]), index
         elif self.kind == "csv":
-            yield from _csv_records(self.path, self.delimiter)
+            yield from csv_records(self.path, self.delimiter)
         else:
             yield from _jsonl_rows(self.path)
 
@@ -281,20 +202,10 @@ class StreamedRows:
         if self.kind == "dataset":
             return f"{self.label} row {position + 1}", _plain(self.dataset[int(position)])
         if self.kind == "csv":
-            where, row, _ = next(_csv_records(self.path, self.delimiter, tuple(position), self.header))
+            where, row, _ = next(csv_records(self.path, self.delimiter, tuple(position), self.header))
         else:
             where, row, _ = next(_jsonl_rows(self.path, tuple(position)))
         return where, row
-
-
-def _csv_header(path: Path, delimiter: str) -> list[str]:
-    with open(path, "rb") as f:
-        if f.read(3) != b"\xef\xbb\xbf":
-            f.seek(0)
-        try:
-            return next(csv.reader(_Lines(f, f.tell()), delimiter=delimiter), [])
-        except (csv.Error, UnicodeDecodeError) as err:
-            raise TaskError(f"{path}:1: not a readable CSV header ({err})") from None
 
 
 def _starts_with_bracket(path: Path) -> bool:

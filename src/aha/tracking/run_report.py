@@ -12,74 +12,19 @@ from __future__ import annotations
 import html
 import json
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from aha.jsonl import read_jsonl
-from aha.rewards.compose import reward_formula
 from aha.prompts import prompt_text
-from aha.tracking.report import eval_sections, figure_png, img, page, pct, pyplot
+from aha.rewards.compose import reward_formula
+from aha.tracking.plots import PANELS, labels, panel_png, series
+from aha.tracking.report import eval_sections, img, page, pct
 
 
 class RunReportError(ValueError):
     """The folder is not a run, or one of its files cannot be read."""
 
 
-@dataclass(frozen=True)
-class Panel:
-    """One plot: the metrics whose names match `keys` (a trailing * matches a prefix)."""
-
-    title: str
-    keys: tuple[str, ...]
-    exclude: tuple[str, ...] = ()
-    needs: str | None = None  # drawn only when this metric was logged
-
-
-    def select(self, names: list[str]) -> list[str]:
-        if self.needs is not None and self.needs not in names:
-            return []
-
-        def hit(name: str, pattern: str) -> bool:
-            return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-
-        chosen = [n for p in self.keys for n in names if hit(n, p)]
-        return [n for n in dict.fromkeys(chosen) if not any(hit(n, p) for p in self.exclude)]
-
-
-PANELS = [
-    Panel("Reward (mean and components)", ("reward/mean", "reward/*"),
-          ("reward/std", "reward/failed", "reward/failed_frac", "reward/correct_frac", "reward/verifier_mean")),
-    Panel("Held-out accuracy", ("eval/accuracy",)),
-    Panel("Training samples at or above the correct threshold", ("reward/correct_frac",)),
-    Panel("Reward failures (share of samples scored 0 because the reward failed)", ("reward/failed_frac",)),
-    Panel("Steps with nothing to train on", ("train/nothing_to_train",)),
-    Panel("Hacking monitor: trained vs gold reward", ("reward/verifier_mean", "monitor/gold_mean", "monitor/gold/*", "monitor/gap"),
-          needs="monitor/gold_mean"),
-    Panel("KL", ("kl/*",)),
-    Panel("Entropy", ("entropy",)),
-    Panel("Clip fraction", ("policy/clip_frac", "value/clip_frac")),
-    Panel("Completion length (tokens)", ("length/mean",)),
-    Panel("Truncated fraction", ("length/truncated_frac",)),
-    Panel("Length penalty coefficient", ("length/penalty_coef",)),
-    Panel("Repetition (repeated 4-grams)", ("monitor/repetition",)),
-    Panel("Groups with zero reward variance", ("groups/zero_variance_frac",)),
-    Panel("Loss", ("loss/*",), ("loss/total_first_step",)),
-    Panel("Gradient norm", ("grad_norm", "value/grad_norm")),
-    Panel("Seconds per step", ("time/*",)),
-]
-LABELS = {"eval/accuracy": "held-out greedy accuracy", "reward/verifier_mean": "trained reward (unshaped)",
-          "monitor/gold_mean": "gold reward", "monitor/gap": "gain of trained - gain of gold",
-          "reward/failed_frac": "share of samples whose reward failed", "train/nothing_to_train": "1: every advantage zero"}
-
-
-def labels(config: dict) -> dict[str, str]:
-    """What each plotted metric is. reward/correct_frac is not accuracy: it is the share of the
-    step's samples whose unshaped reward total reached algorithm.length_correct_min."""
-    threshold = (config.get("algorithm") or {}).get("length_correct_min", 1.0)
-    return {**LABELS, "reward/correct_frac": f"share of training samples with reward total >= {threshold:g}"}
-# the table at the top: first and last logged value of each
 HEADLINE = ["eval/accuracy", "reward/mean", "reward/correct_frac", "monitor/gold_mean", "kl/ref", "kl/old", "entropy",
             "policy/clip_frac", "length/mean", "length/truncated_frac", "time/step_s"]
 
@@ -111,56 +56,16 @@ def _read_file(path: Path, parse, what: str, errors: tuple = (ValueError,)):
         raise RunReportError(f"{path}: not {what} ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from None
 
 
-def series(records: list[dict]) -> dict[str, tuple[list[int], list[float]]]:
-    """metric name -> (steps, values), numbers only, in logged order."""
-    out: dict[str, tuple[list[int], list[float]]] = {}
-    for record in records:
-        step = record.get("step")
-        for name, value in record.items():
-            if name != "step" and isinstance(value, (int, float)) and not isinstance(value, bool) and step is not None:
-                steps, values = out.setdefault(name, ([], []))
-                steps.append(step)
-                values.append(float(value))
-    return out
-
-
-def trailing_mean(values: list[float], window: int) -> np.ndarray:
-    """Mean of each value and the window - 1 before it (len(values) - window + 1 of them)."""
-    return np.convolve(values, np.ones(window) / window, mode="valid")
-
-
-def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of: dict[str, str] = LABELS) -> bytes:
-    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
-    for name in names:
-        steps, values = data[name]
-        few = len(steps) < 12  # a held-out eval logged at a few steps: show the points
-        label = f"{name} ({label_of[name]})" if name in label_of else name
-        window = len(steps) // 20
-        if window < 3:
-            ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2, label=label)
-            continue
-        # a long run's per-step values are noisy: faint, under their trailing moving average
-        (line,) = ax.plot(steps, values, linewidth=0.8, alpha=0.3)
-        ax.plot(steps[window - 1:], trailing_mean(values, window), color=line.get_color(), linewidth=1.5, label=f"{label}, mean of {window}")
-    for kind, flag in flags.items():
-        ax.axvline(flag["step"], color="#b00020", linestyle="--", linewidth=1)
-        ax.annotate(kind, (flag["step"], 1), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
-                    fontsize=7, color="#b00020")
-    ax.set_xlabel("step")
-    ax.set_title(panel.title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return figure_png(fig)
-
-
 def _config_summary(config: dict) -> str:
     reward = config.get("reward") or []
     task = config.get("task") or {}
     files = (f" (train {task['data']}" + (f", held-out {task['eval_data']})" if task.get("eval_data") else ")")
              if task.get("data") else "")
-    parts = [f"model {config.get('model')}", f"task {task.get('name') or Path(str(task.get('eval_data') or task.get('data'))).stem}{files}",
+    task_name = task.get("name") or Path(str(task.get("eval_data") or task.get("data"))).stem
+    parts = [f"model {config.get('model')}", f"task {task_name}{files}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
-             "reward " + reward_formula([(r.get("name") or str(r.get("fn") or "reward_model"), float(r.get("weight", 1)), r.get("combine", "sum"),
+             "reward " + reward_formula([(r.get("name") or str(r.get("fn") or "reward_model"),
+                                          float(r.get("weight", 1)), r.get("combine", "sum"),
                                          float(r.get("gate_min", 1.0))) for r in reward])]
     return ", ".join(parts)
 
@@ -221,9 +126,11 @@ def _samples_section(samples: list[dict], per_step: int = 4) -> str:
         return ""
     e = html.escape
     steps = sorted({s["step"] for s in train})
-    shown = [s for step in dict.fromkeys([steps[0], steps[-1]]) for s in [x for x in train if x["step"] == step][:per_step]]
-    rows = "".join(f"<tr><td>{s['step']}</td><td>{e(prompt_text(s.get('prompt', '')))}</td><td>{e(str(s.get('answer', '')))}</td>"
-                   f"<td><pre>{e(str(s.get('completion', '')))}</pre></td><td>{s.get('reward', float('nan')):.3g}</td></tr>"
+    shown = [s for step in dict.fromkeys([steps[0], steps[-1]])
+             for s in [x for x in train if x["step"] == step][:per_step]]
+    rows = "".join(f"<tr><td>{s['step']}</td><td>{e(prompt_text(s.get('prompt', '')))}</td>"
+                   f"<td>{e(str(s.get('answer', '')))}</td><td><pre>{e(str(s.get('completion', '')))}</pre></td>"
+                   f"<td>{s.get('reward', float('nan')):.3g}</td></tr>"
                    for s in shown)
     return ("<h2>Samples (first and last logged step)</h2><table><tr><th>step</th><th>prompt</th><th>answer</th>"
             "<th>completion</th><th>reward</th></tr>" + rows + "</table>")
@@ -235,7 +142,8 @@ def find_eval_reports(run: Path, extra: list[Path] = ()) -> list[Path]:
     for folder in extra:
         path = Path(folder) / "report.json" if Path(folder).is_dir() else Path(folder)
         if not path.is_file():
-            raise RunReportError(f"--eval {folder}: no report.json there (write one with aha eval --samples N --out {folder})")
+            raise RunReportError(f"--eval {folder}: no report.json there (write one with aha eval --samples N --out "
+                                 f"{folder})")
         found.append(path)
     return list(dict.fromkeys(found))
 

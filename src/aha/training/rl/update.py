@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import torch
@@ -19,10 +18,10 @@ from aha.algorithms import (
     policy_gradient_loss,
 )
 from aha.config import AlgorithmConfig
-from aha.training.rl.batch import Batch, group_rows
+from aha.models.compute import autocast
 from aha.training.logprobs import rollout_hidden, token_stats
 from aha.training.optimizer import guarded_step
-from aha.models.compute import autocast
+from aha.training.rl.batch import Batch, group_rows
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +117,21 @@ def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
     return mask
 
 
+def _critic_backward(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, sl: slice, width: int,
+                     mask: torch.Tensor, norm: LossNorm, totals: dict) -> None:
+    """The critic's clipped value loss on one micro-batch, backpropagated, added to totals."""
+    ro = batch.rollouts
+    with autocast(shape.dtype):
+        c_hidden = rollout_hidden(learner.critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
+    values = learner.critic.values(c_hidden, ro.completion_mask[sl, :width])
+    v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width],
+                                          algo.value_clip)
+    v_loss = aggregate(v_tok, mask, "token_mean", norm)
+    v_loss.backward()
+    totals["loss/value"] += float(v_loss.detach())
+    totals["value/clip_frac"] += float(aggregate(v_clipped.detach().float(), mask, "token_mean", norm))
+
+
 def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, max_grad_norm: float,
                     loss_constant: float) -> dict:
     """One optimizer step on a (mini-)batch, accumulated over micro-batches. Every logged
@@ -127,11 +141,9 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     norm = LossNorm.of(mask, loss_constant)
     entropy_mode = "grad" if algo.entropy_coef else "detached"
     kl_in_loss = learner.ref_model is not None and algo.kl_in == "loss"
-    totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy"], 0.0)
-    if kl_in_loss:
-        totals.update({"loss/kl": 0.0, "kl/ref": 0.0})
-    if learner.critic is not None:
-        totals.update({"loss/value": 0.0, "value/clip_frac": 0.0})
+    totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy",
+                            *(["loss/kl", "kl/ref"] if kl_in_loss else []),
+                            *(["loss/value", "value/clip_frac"] if learner.critic is not None else [])], 0.0)
     model = learner.model
     model.train()
     learner.optimizer.zero_grad(set_to_none=True)
@@ -168,16 +180,10 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["policy/ratio_mean"] += batch_mean(torch.exp(logp - old))
         totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
         if learner.critic is not None:
-            with autocast(shape.dtype):
-                c_hidden = rollout_hidden(learner.critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
-            values = learner.critic.values(c_hidden, ro.completion_mask[sl, :width])
-            v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width], algo.value_clip)
-            v_loss = aggregate(v_tok, m, "token_mean", norm)
-            v_loss.backward()
-            totals["loss/value"] += float(v_loss.detach())
-            totals["value/clip_frac"] += batch_mean(v_clipped)
+            _critic_backward(learner, batch, algo, shape, sl, width, m, norm, totals)
     totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
-    totals["train/skipped_updates"] = guarded_step(learner.optimizer, "policy", totals["loss/total"], totals["grad_norm"])
+    totals["train/skipped_updates"] = guarded_step(learner.optimizer, "policy", totals["loss/total"],
+                                                   totals["grad_norm"])
     model.eval()
     if learner.critic is not None:
         totals["value/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(learner.critic.parameters(), max_grad_norm))

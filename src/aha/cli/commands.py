@@ -1,0 +1,216 @@
+"""What each `aha` command does (its arguments: cli/parser.py). Each takes the parsed arguments;
+the commands that need no config return the exit status."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def with_config(args) -> None:
+    """train, audit and eval: the config (with --task as an override of its task section) first."""
+    from aha.config import load_config
+
+    config = load_config(args.config, args.overrides + task_override(getattr(args, "task", None)))
+    if args.command == "train":
+        from aha.training.loop import train
+
+        train(config)
+    elif args.command == "audit":
+        audit(config, args)
+    elif args.samples:
+        eval_samples(config, args)
+    else:
+        eval_greedy(config, args.checkpoint, (args.models or [None])[0], args.output)
+
+
+def report(args) -> int:
+    from aha.tracking.run_report import write_run_report
+
+    print(f"report: {write_run_report(args.run, args.eval)}")
+    return 0
+
+
+def select(args) -> int:
+    from aha.eval.selection import select_prompts
+
+    found = select_prompts(args.run, args.out, args.threshold)
+    print(f"selected {found['selected']} of {found['scored']} prompts scored over {found['epochs']} epochs "
+          f"({found['drawn']} drawn) at learning impact >= {args.threshold}: {args.out}")
+    return 0
+
+
+def export(args) -> int:
+    from aha.models.export import export as export_checkpoint
+
+    try:
+        print(f"exported to {export_checkpoint(args.run, args.out, args.checkpoint, args.dtype, args.overwrite)}")
+    except ValueError as err:  # an adapter that does not fit, an output inside the run
+        print(f"aha: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def bench(args) -> int:
+    import json
+    from pathlib import Path
+
+    from aha.perf.bench import bench as run_bench
+
+    try:
+        result = run_bench(args.config, args.overrides, args.steps, args.pairs, not args.no_trl)
+    except ValueError as err:  # a setting TRL's side would not reproduce
+        print(f"aha: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def task_override(task: str | None) -> list[str]:
+    """--task T as a dotted override of the whole task section (JSON is YAML)."""
+    import json
+    from pathlib import Path
+
+    if task is None:
+        return []
+    if task.endswith(".jsonl") or Path(task).is_file():  # eval reads only the held-out split
+        return ["task=" + json.dumps({"data": task, "eval_data": task})]
+    from aha.config import BUILT_IN_TASKS
+
+    # a built-in task is scored by its own verifier, whatever reward the config trains with
+    # (Countdown scored by numeric_answer would count its bare target as right)
+    scorer = [f"eval.scorer={BUILT_IN_TASKS[task]}"] if task in BUILT_IN_TASKS else []
+    return ["task=" + json.dumps({"name": task}), *scorer]
+
+
+def data(args) -> int:
+    """`aha data`: only the config's task section matters; the files and a summary of them."""
+    from aha.config import load_config
+    from aha.tasks.synthetic import describe, write_synthetic
+
+    if args.config and "=" in args.config and not os.path.exists(args.config):
+        args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
+    config = load_config(args.config, args.overrides)
+    files = write_synthetic(config.task, args.out, args.seed, args.max_per_file)
+    print(describe(files))
+    print(f"wrote {len(files)} files to {args.out}")
+    return 0
+
+
+def monitor(args) -> int:
+    import json
+    from pathlib import Path
+
+    from aha.config import load_config
+    from aha.tracking import RunDir
+    from aha.training.monitor import format_flags, replay_monitor
+
+    folder = Path(args.run)
+    if not (folder / "config.yaml").is_file() or not (folder / "metrics.jsonl").is_file():
+        raise FileNotFoundError(f"{folder} is not a run folder (no config.yaml and metrics.jsonl)")
+    config = load_config(folder / "config.yaml", args.overrides)
+    monitor = replay_monitor(config.monitor, RunDir(folder).read_metrics())
+    print(json.dumps(monitor.summary(), indent=1) if args.json else format_flags(monitor))
+    return 0
+
+
+def eval_samples(config, args) -> None:
+    import json
+    from pathlib import Path
+
+    from aha.eval.study import run_study
+
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if config.env.name is not None:  # the study samples single answers; episodes are aha eval's greedy ones
+        print(f"note: env.name={config.env.name}: --samples draws single answers to each problem (first turns); "
+              "`aha eval` without --samples plays greedy episodes")
+    report = run_study(config, args.models or [config.model], args.samples, Path(args.out))
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return
+    for label, summary in report["models"].items():
+        curve = summary["curves"]["pass@k"]
+        points = ", ".join(f"pass@{k} {m:.1%}" for k, m in zip(curve["k"], curve["mean"]) if k in (1, curve["k"][-1]))
+        maj = summary["curves"].get("maj@k")
+        voting = f"maj@{curve['k'][-1]} {maj['mean'][-1]:.1%}" if maj else f"maj@{curve['k'][-1]} not computable"
+        print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
+              f"{voting}, mean length {summary['length']['mean']:.1f}")
+        for metric, why in summary.get("not_computable", {}).items():
+            print(f"  {metric} not computable: {why}")
+    comparison = report["comparison"]
+    if comparison:
+        cov = comparison["coverage"]
+        a, b = comparison["models"]
+        print(f"solved at any k: both {len(cov['both'])}, only {a} {len(cov['only_a'])}, "
+              f"only {b} {len(cov['only_b'])}, neither {len(cov['neither'])}")
+        crossings = comparison["pass@k_crossings"]
+        between = "; ".join(f"{c['between_k'][0]} and {c['between_k'][1]}" for c in crossings)
+        print(f"pass@k curves cross between k = {between}" if crossings else "pass@k curves do not cross")
+    print(f"report: {Path(args.out) / 'report.html'} (numbers: report.json)")
+
+
+def eval_greedy(config, checkpoint: str | None, model: str | None, output: str | None) -> None:
+    """Greedy held-out accuracy of the config's model, of that model with a checkpoint's
+    weights (--checkpoint), or of another model or checkpoint folder (--model)."""
+    import json
+    from pathlib import Path
+
+    from aha.eval import evaluate
+    from aha.eval.scoring import build_scorer, held_out_name
+    from aha.eval.study import load_for_eval
+    from aha.models import load
+    from aha.models.checkpoints import load_weights
+    from aha.models.compute import resolve_dtype
+    from aha.rollout import build_engine
+    from aha.tasks import build_task
+
+    task = build_task(config.task, config.base_dir)
+    scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
+    env_reward = env = None
+    try:
+        if config.env.name is not None:  # multi-turn episodes: the environment judges with the run's reward
+            from aha.envs import build_environment
+            from aha.rewards import build_reward
+
+            env_reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
+            env = build_environment(config.env, env_reward, config.base_dir)
+        loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
+        if checkpoint:
+            load_weights(loaded.model, Path(checkpoint))
+        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype),
+                              seed=config.seed)
+        try:
+            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, env=env)
+        finally:
+            engine.close()
+    finally:
+        scorer.close()
+        if env_reward is not None:
+            env_reward.close()
+    if output:
+        Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
+    source = checkpoint or model or loaded.name
+    print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
+          f"({result.n} problems; right: {scorer.describe})")
+    if result.metrics:  # multi-turn episodes
+        print(f"  {config.env.name} episodes of up to {config.env.max_turns} turns: first-turn accuracy "
+              f"{result.metrics['eval/first_turn_accuracy']:.1%}, final {result.accuracy:.1%}, "
+              f"mean turns {result.metrics['eval/turns']:.2f}, mean return {result.metrics['eval/return']:.3f}")
+
+
+def audit(config, args) -> None:
+    import json
+    from pathlib import Path
+
+    from aha.rewards import build_reward
+    from aha.rewards.audit import audit_reward, format_audit, load_labels
+
+    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
+    result = audit_reward(reward, load_labels(args.labels), args.threshold)
+    print(format_audit(result, reward.formula(), args.examples))
+    if args.output:
+        rows = [{"error": "false_positive", **r} for r in result.false_positives]
+        rows += [{"error": "false_negative", **r} for r in result.false_negatives]
+        Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 from aha.cli import main
 from aha.config import ConfigError, RewardSpec, load_config
@@ -21,7 +22,6 @@ from aha.rewards import RewardError, build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import assert_resumes_exactly, config_with_data, metrics
 from aha.training.methods import METHODS
 
 # a signal the tiny model can learn in a few steps: chosen answers say "yes", rejected ones "no"
@@ -35,7 +35,8 @@ model: tiny
 output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 4}}
 rm: {{data: {data}, eval_data: {data}, batch_size: 8}}
-train: {{steps: 4, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false, dtype: float32}}
+train: {{steps: 4, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false,
+        dtype: float32}}
 eval: {{before: false, after: false}}
 """
 
@@ -78,7 +79,8 @@ def common_prefix_ratio(a: str, b: str) -> float:
     return min(x, y) / max(x, y)
 
 
-@pytest.mark.parametrize("overrides", [[], ["rm.margin=data"], ["rm.pcrm=true", "rm.pcrm_beta1=0.5", "rm.pcrm_beta3=-0.3"]])
+@pytest.mark.parametrize("overrides", [[], ["rm.margin=data"], ["rm.pcrm=true", "rm.pcrm_beta1=0.5",
+                                                                "rm.pcrm_beta3=-0.3"]])
 def test_the_step_1_loss_is_bradley_terry_on_a_plain_forward(tmp_path, overrides):
     # lr 0: the logged loss is the starting model's loss over the whole data (batch = all 8 pairs)
     train(rm_config(tmp_path, "run", "train.lr=0", "train.steps=1", *overrides), echo=quiet)
@@ -134,7 +136,8 @@ def test_a_reward_model_reward_scores_with_its_ensemble(rm_run, tmp_path, score,
     # hand-set heads: weights 0, biases 1, 2, 6, so every completion gets those three rewards
     checkpoint = tmp_path / "rm"
     shutil.copytree(rm_run / "checkpoints/step-10", checkpoint)
-    save_file({"weight": torch.zeros(3, 64), "bias": torch.tensor([1.0, 2.0, 6.0])}, checkpoint / "reward_head.safetensors")
+    save_file({"weight": torch.zeros(3, 64), "bias": torch.tensor([1.0, 2.0, 6.0])},
+              checkpoint / "reward_head.safetensors")
     (checkpoint / "manifest.json").unlink()  # hand-edited: no longer the checkpoint its manifest describes
     spec = RewardSpec(model=str(checkpoint), args={"score": score, "k": k})
     result = build_reward([spec]).score(["yes", "no"], [{"id": "a", "prompt": "Is it?"}] * 2)
@@ -150,11 +153,15 @@ def test_a_reward_model_is_a_reward_in_an_rl_run(rm_run, tmp_path):
     head.load_state_dict(load_file(rm_run / "checkpoints/step-10/reward_head.safetensors"))
     with torch.no_grad():
         prompt = encode_prompts(lm.tokenizer, Task("t", [], []), [PAIRS[0]])[0]
-        ids = prompt + lm.tokenizer(PAIRS[0]["chosen"], add_special_tokens=False)["input_ids"] + [lm.tokenizer.eos_token_id]
+        ids = prompt + lm.tokenizer(PAIRS[0]["chosen"],
+                                    add_special_tokens=False)["input_ids"] + [lm.tokenizer.eos_token_id]
         by_hand = head(lm.model.base_model(torch.tensor([ids])).last_hidden_state[0, -1]).mean()
-    assert float(scored[0]) == pytest.approx(float(by_hand), rel=1e-5)
+    # rel 1e-4: the reward scores both completions padded into one batch, by_hand one alone; on an
+    # Intel Xeon with AMX fp32 kernels the two differ by 1.0e-5 relative (also at af7e397)
+    assert float(scored[0]) == pytest.approx(float(by_hand), rel=1e-4)
 
-    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=1", "rollout.prompts_per_step=2",
+    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=1",
+                            "rollout.prompts_per_step=2",
                             "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.before=false", "eval.after=false",
                             "train.report=false", "task.name=arithmetic", "task.a_max=20", "task.num_eval=4",
                             "algorithm.dynamic_sampling=false",
@@ -185,7 +192,8 @@ def test_a_reward_model_ranks_samples_in_eval_rank_by(rm_run, tmp_path, capsys):
     assert main(args) == 0 and len(list((out / "samples/tiny/ranks").iterdir())) == 1
     weights = load_file(checkpoint / "model.safetensors")
     save_file({k: v * 1.01 for k, v in weights.items()}, checkpoint / "model.safetensors")
-    (checkpoint / "manifest.json").unlink(missing_ok=True)  # hand-edited: no longer the checkpoint its manifest describes
+    # hand-edited: no longer the checkpoint its manifest describes
+    (checkpoint / "manifest.json").unlink(missing_ok=True)
     assert main(args) == 0 and len(list((out / "samples/tiny/ranks").iterdir())) == 2
 
 

@@ -50,6 +50,7 @@ sandbox:
 		|| echo "note: could not install Debian's bubblewrap (needs root); the code sandbox tests will be skipped"
 
 test: $(STAMP) browser sandbox
+	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP) sandbox

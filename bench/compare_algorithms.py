@@ -63,11 +63,13 @@ def main(argv=None) -> int:
             subprocess.run(cmd, check=True)
         summaries.append(summarise(name, run))
     base = next((s["accuracy_before"] for s in summaries if s["accuracy_before"] is not None), None)
-    lines = ["| Recipe | Held-out greedy accuracy | Mean length (last 5 steps) | Train reward (last 5 steps) | Completions sampled | Training wall time | s/step |",
+    lines = ["| Recipe | Held-out greedy accuracy | Mean length (last 5 steps) | Train reward (last 5 steps) | "
+             "Completions sampled | Training wall time | s/step |",
              "|---|---|---|---|---|---|---|"]
     for s in summaries:
         lines.append(f"| `{s['recipe']}` | {s['accuracy_after']:.1%} | {s['mean_length_last5']:.1f} tokens | "
-                     f"{s['reward_last5']:.2f} | {s['rollouts']} | {s['train_minutes']:.1f} min | {s['s_per_step']:.1f} |")
+                     f"{s['reward_last5']:.2f} | {s['rollouts']} | {s['train_minutes']:.1f} min | "
+                     f"{s['s_per_step']:.1f} |")
     if base is not None:
         lines.append(f"\nBase model before training: {base:.1%}.")
     table = "\n".join(lines)

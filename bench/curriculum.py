@@ -87,7 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     train_file, eval_file = write_pool(args.out / "data", args.learnable, args.hard)
     rounds = [f"algorithm.max_rounds={args.max_rounds}"]
-    settings = {"uniform": rounds, "filter": rounds + ["curriculum.filter=true", f"curriculum.retest_after={args.retest_after}"]}
+    settings = {"uniform": rounds, "filter": rounds + ["curriculum.filter=true",
+                                                       f"curriculum.retest_after={args.retest_after}"]}
     results: dict[str, dict[int, list]] = {name: {} for name in settings}
     for seed in args.seeds:
         for name, extra in settings.items():

@@ -17,7 +17,8 @@ from aha.tasks import build_task, encode_prompts
 
 
 def main(engine_name: str, max_new_tokens: int = 128, stop: bool = True) -> None:
-    config = load_config("configs/quickstart.yaml", [f"rollout.engine={engine_name}", f"rollout.max_new_tokens={max_new_tokens}"])
+    config = load_config("configs/quickstart.yaml", [f"rollout.engine={engine_name}",
+                                                     f"rollout.max_new_tokens={max_new_tokens}"])
     lm = load(config.model)
     task = build_task(config.task, config.base_dir)
     engine = build_engine(config.rollout, lm.model, lm.tokenizer, resolve_dtype(config.train.dtype), seed=config.seed)

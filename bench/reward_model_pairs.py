@@ -12,7 +12,8 @@ from aha.config import RewardSpec
 from aha.rewards import build_reward
 
 run, forms = sys.argv[1], sys.argv[2:]
-rows = [json.loads(l) for l in open(str(Path(__file__).parent.parent / "data/synthetic/arithmetic/preferences_eval.jsonl"))]
+PAIRS = Path(__file__).parent.parent / "data/synthetic/arithmetic/preferences_eval.jsonl"
+rows = [json.loads(line) for line in open(str(PAIRS))]
 samples = [{"id": r["id"], "prompt": r["prompt"]} for r in rows]
 for form in forms:
     args = {} if form == "as_trained" else {"score": form}

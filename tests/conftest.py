@@ -35,7 +35,8 @@ def browser():
 
     def open_page(path, tmp_path, height=1600):
         probe = ("<script>addEventListener('load', () => { const p = document.createElement('pre'); p.id = 'probe';"
-                 " p.textContent = JSON.stringify([...document.images].map(i => [i.alt, i.naturalWidth, i.naturalHeight]));"
+                 " p.textContent = JSON.stringify([...document.images].map(i => [i.alt, i.naturalWidth, "
+                 "i.naturalHeight]));"
                  " document.body.appendChild(p); });</script>")
         probed = tmp_path / "probe.html"
         probed.write_text(path.read_text(encoding="utf-8").replace("</body>", probe + "</body>"), encoding="utf-8")
@@ -77,7 +78,8 @@ def scored_run(tmp_path):
         scorer = tmp_path / "score.py"
         # has_digit: for voting tests, a scorer whose right samples always have an answer voting can read
         scorer.write_text("def has_a(completion, sample):\n    return float('a' in completion.lower())\n"
-                          "def has_digit(completion, sample):\n    return float(any(c in '0123456789' for c in completion))\n")
+                          "def has_digit(completion, sample):\n    return float(any(c in '0123456789' for c in "
+                          "completion))\n")
         path = tmp_path / "eval.yaml"
         path.write_text(SCORED_RUN.format(run=tmp_path / "run", scorer=scorer, num_eval=num_eval,
                                           report=str(report).lower()))

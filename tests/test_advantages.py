@@ -76,7 +76,8 @@ def test_masked_whiten_uses_valid_tokens_only():
     values = torch.tensor([[1.0, 3.0, 99.0], [5.0, 99.0, 99.0]])
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     # valid 1, 3, 5: mean 3, unbiased std 2
-    torch.testing.assert_close(masked_whiten(values, mask), torch.tensor([[-1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]), atol=1e-6, rtol=0)
+    torch.testing.assert_close(masked_whiten(values, mask), torch.tensor([[-1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]),
+                               atol=1e-6, rtol=0)
     assert masked_whiten(values, torch.zeros_like(mask)).abs().sum() == 0  # all masked: zeros, no NaN
 
 
@@ -84,7 +85,8 @@ def test_discounted_returns_by_hand():
     rewards = torch.tensor([[0.0, -0.1, 1.0, 0.0], [2.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     # gamma .5: G2 = 1, G1 = -.1 + .5, G0 = 0 + .5 * .4
-    torch.testing.assert_close(discounted_returns(rewards, mask, 0.5), torch.tensor([[0.2, 0.4, 1.0, 0.0], [2.0, 0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(discounted_returns(rewards, mask, 0.5),
+                               torch.tensor([[0.2, 0.4, 1.0, 0.0], [2.0, 0.0, 0.0, 0.0]]))
 
 
 def test_reinforce_pp_normalises_over_the_whole_batch():
@@ -219,7 +221,8 @@ def test_token_level_estimators_skip_rows_with_non_finite_rewards():
     assert torch.equal(based[2], torch.zeros(2)) and torch.isfinite(based).all()
     plain = reinforce_pp_advantages(rewards, mask)  # returns 1, 1 | 0 | 3
     valid = torch.tensor([1.0, 1.0, 0.0, 3.0])
-    torch.testing.assert_close(plain[[0, 0, 1, 3], [0, 1, 0, 0]], (valid - valid.mean()) / valid.std(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(plain[[0, 0, 1, 3], [0, 1, 0, 0]], (valid - valid.mean()) / valid.std(), atol=1e-6,
+                               rtol=0)
     assert torch.equal(plain[2], torch.zeros(2))
     # GAE: the row gets advantage 0 and its value target stays its value
     values = torch.tensor([[0.5, 0.25], [0.1, 9.0], [0.3, 0.4], [0.0, 0.0]])
@@ -240,7 +243,8 @@ def test_padding_holding_nan_or_inf_is_ignored():
 
 
 def test_estimators_reject_a_mask_of_another_shape():
-    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(2, 3\) and mask \(2, 1\)"):
+    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(2, 3\) and mask \(2, "
+                                         r"1\)"):
         masked_whiten(torch.zeros(2, 3), torch.ones(2, 1))
     with pytest.raises(ValueError, match=r"token_rewards and mask must have the same shape"):
         reinforce_pp_advantages(torch.zeros(2, 3), torch.ones(3, 3))

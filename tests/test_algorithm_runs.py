@@ -7,14 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_training import metrics, tiny_config
 
 from aha.config import ConfigError, load_config
 from aha.rollout import Rollouts
+from aha.training.loop import train
 from aha.training.rl.batch import Batch
 from aha.training.rl.replay import ReplayBuffer
-from aha.training.loop import train
-
-from test_training import metrics, tiny_config
 
 QUIET = lambda *_: None
 # Tests that compare model numbers at fp32 tolerances pin the compute dtype: with
@@ -119,7 +118,8 @@ def test_bf16_training_step_under_autocast_keeps_fp32_weights(tmp_path, caplog):
 def test_masking_truncated_completions_removes_exactly_their_tokens(tmp_path):
     common = ["rollout.max_new_tokens=2", "eval.before=false", "eval.after=false", "train.steps=1"]
     plain = metrics(Path(train(tiny_config(tmp_path, "plain", *common), echo=QUIET).run_dir))[0]
-    masked = metrics(Path(train(tiny_config(tmp_path, "mask", *common, "algorithm.mask_truncated=true"), echo=QUIET).run_dir))[0]
+    masked = metrics(Path(train(tiny_config(tmp_path, "mask", *common, "algorithm.mask_truncated=true"),
+                                echo=QUIET).run_dir))[0]
     truncated_rows = round(plain["length/truncated_frac"] * 12)  # 3 prompts x 4 samples, same seed: same samples
     assert truncated_rows > 0
     # a truncated completion has exactly max_new_tokens = 2 tokens
@@ -183,7 +183,8 @@ def test_reward_dithering_makes_tied_groups_informative(tmp_path):
               "algorithm.max_rounds=1", "eval.before=false", "eval.after=false", "train.steps=2"]
     plain = metrics(Path(train(tiny_config(tmp_path, "plain", *common), echo=QUIET).run_dir))
     assert all(r["groups/trained"] == 0 and "loss/total" not in r for r in plain)  # every group ties
-    noisy = metrics(Path(train(tiny_config(tmp_path, "noisy", *common, "algorithm.reward_noise=0.1"), echo=QUIET).run_dir))
+    noisy = metrics(Path(train(tiny_config(tmp_path, "noisy", *common, "algorithm.reward_noise=0.1"),
+                               echo=QUIET).run_dir))
     for r in noisy:
         assert r["groups/zero_variance_frac"] == 1.0  # the verifier still ties...
         assert r["groups/trained"] == 3 and r["grad_norm"] > 0  # ...but dithered rewards give a gradient
@@ -270,7 +271,8 @@ def test_resume_is_exact_with_critic_replay_and_reference_resets(tmp_path, extra
     (["algorithm.replay=true", "algorithm.advantage=gae"], "replay does not work with advantage=gae"),
     (["algorithm.overlong_buffer=99"], r"overlong_buffer \(99\) exceeds rollout.max_new_tokens \(6\)"),
     (["algorithm.advantage=rloo", "rollout.group_size=1"], "group_size must be >= 2 with algorithm.advantage=rloo"),
-    (["algorithm.token_weighting=ktae", "algorithm.advantage=gae"], "token_weighting=ktae needs a sequence-level advantage"),
+    (["algorithm.token_weighting=ktae", "algorithm.advantage=gae"], "token_weighting=ktae needs a sequence-level "
+            "advantage"),
     (["algorithm.dual_clip=0.5"], r"config key 'algorithm.dual_clip'"),
     (["algorithm.policy_loss=trpo"], r"config key 'algorithm.policy_loss'"),
 ])

@@ -84,7 +84,8 @@ def test_cli_audit_reward(tmp_path, capsys):
 def test_the_audit_names_the_reward_as_it_is_combined(tmp_path, capsys):
     config = tmp_path / "audit.yaml"
     config.write_text("model: tiny\nreward: [{fn: math_answer}, {fn: format, weight: 0.2},\n"
-                      "  {fn: math_answer, name: gate, combine: gate, gate_min: 0.5}, {fn: format, name: fmt, combine: product}]\n")
+                      "  {fn: math_answer, name: gate, combine: gate, gate_min: 0.5}, {fn: format, name: fmt, combine: "
+                      "product}]\n")
     assert main(["audit", "reward", str(config), "--labels", str(SHIPPED)]) == 0
     assert "(1*math_answer + 0.2*format) * [gate >= 0.5] * fmt: 404 labelled completions" in capsys.readouterr().out
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import torch
+from test_training import tiny_config
 
 from aha.models import load
 from aha.rewards import build_reward
@@ -20,9 +21,8 @@ from aha.tasks import build_task
 from aha.tracking.run_dir import RunDir
 from aha.training.loop import train
 from aha.training.method import Setup
-from aha.training.rl.partial import Group, PartialRollouts, Row
 from aha.training.rl.method import RLMethod
-from test_training import tiny_config
+from aha.training.rl.partial import Group, PartialRollouts, Row
 
 QUIET = lambda *_: None  # noqa: E731
 
@@ -127,7 +127,8 @@ def test_truncate_after_keeps_the_checkpoint_step_and_drops_every_later_one(tmp_
     run = RunDir(tmp_path / "run")
     metrics = [{"step": 0, "eval/accuracy": 0.5}, {"step": 1, "reward/mean": 0.1}, {"step": 2, "reward/mean": 0.2},
                {"step": 2, "eval/accuracy": 0.6}, {"step": 3, "reward/mean": 0.3}, {"step": 4, "reward/mean": 0.4}]
-    samples = [{"step": s, "split": split, "completion": f"{s}{split}"} for s in range(5) for split in ("train", "eval")]
+    samples = [{"step": s, "split": split,
+                "completion": f"{s}{split}"} for s in range(5) for split in ("train", "eval")]
     groups = [{"step": s, "epoch": 0, "id": str(i), "right": i, "tried": 4} for s in range(1, 5) for i in range(2)]
     write_jsonl(run.metrics_path, metrics)
     write_jsonl(run.samples_path, samples)

@@ -74,7 +74,8 @@ def test_the_console_and_the_report_count_each_group_under_its_model(monkeypatch
     summaries, comparison = two_models()
     report = {"task": "t", "samples_per_problem": 4, "models": summaries, "comparison": comparison, "examples": []}
     monkeypatch.setattr(aha.eval.study, "run_study", lambda config, models, n, out: report)
-    assert cli.main(["eval", "model=tiny", "--samples", "4", "--model", "a", "--model", "b", "--out", str(tmp_path)]) == 0
+    assert cli.main(["eval", "model=tiny", "--samples", "4", "--model", "a", "--model", "b", "--out",
+                     str(tmp_path)]) == 0
     assert "solved at any k: both 2, only a 2, only b 1, neither 1\n" in capsys.readouterr().out
     assert "Solved at any k: both 2, only a 2, only b 1, neither 1." in eval_report_html(report)
 

@@ -27,7 +27,8 @@ def test_reward_workers_are_accepted_when_only_a_gold_spec_has_workers():
 
 def test_reward_workers_are_accepted_when_one_trained_reward_has_a_single_worker():
     """Catches the check asking every spec for workers (all for any) or workers >= 2."""
-    config = load_config(None, ["ray.reward_workers=true", "reward=[{fn: numeric_answer}, {fn: exact_match, workers: 1}]"])
+    config = load_config(None, ["ray.reward_workers=true", "reward=[{fn: numeric_answer}, {fn: exact_match, workers: "
+                                                           "1}]"])
     assert [s.workers for s in config.reward] == [0, 1] and config.monitor.gold == []
 
 
@@ -62,7 +63,8 @@ def test_every_cross_check_that_fails_is_reported_at_once():
 
 @pytest.mark.parametrize("override, message", [
     ("monitor.gold=[{fn: numeric_answer}, {fn: exact_match, workers: -1}]",
-     "config key 'monitor.gold.1.workers' in command-line overrides: Input should be greater than or equal to 0 (got -1)"),
+     "config key 'monitor.gold.1.workers' in command-line overrides: Input should be greater than or equal to 0 (got "
+     "-1)"),
     ("monitor.gold=[{fn: numeric_answer, wrkers: 2}]",
      "unknown config key 'monitor.gold.0.wrkers' in command-line overrides (did you mean monitor.gold.0.workers?)"),
     ("monitor.gold=[{fn: numeric_answer, model: runs/rm}]",

@@ -54,7 +54,8 @@ def test_lora_alpha_never_changes_even_with_allow_config_change(tmp_path):
             resume(run, "lora.alpha=16", f"train.allow_config_change={allow}")
         message = str(err.value)
         assert "  lora.alpha: 8.0 -> 16.0\n" in message
-        assert "lora.alpha cannot change within a run" in message and "even with train.allow_config_change=true" in message
+        assert "lora.alpha cannot change within a run" in message
+        assert "even with train.allow_config_change=true" in message
     with pytest.raises(ConfigError, match="lora.alpha cannot change within a run"):  # from its default, too
         resume(run_folder(tmp_path, "lora.alpha=null"), "train.allow_config_change=true")
 
@@ -93,7 +94,8 @@ def test_a_torn_lock_younger_than_10_s_is_being_created(tmp_path, age_s, text):
     the JSON error escaping instead of RunLocked."""
     torn_lock(tmp_path, age_s, text)
     lock = RunLock(tmp_path)
-    with pytest.raises(RunLocked, match=r"run.lock is being created by another training process; pick another output_dir"):
+    with pytest.raises(RunLocked, match=r"run.lock is being created by another training process; pick another "
+                                        r"output_dir"):
         lock.acquire()
     assert (tmp_path / "run.lock").read_text() == text and lock.stale is None  # left to its writer
 

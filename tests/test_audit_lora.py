@@ -3,12 +3,11 @@ alpha / rank with alpha's documented default of 2 x rank, and a model with its a
 folded in (merge_lora, or an adapter checkpoint loaded as `model:`) trains every weight."""
 
 import pytest
-import torch
+from test_training import tiny_config
 
 from aha.config import ConfigError
 from aha.models import load
 from aha.models.adapters import add_lora, has_lora, lora_layers, merge_lora, save_adapter
-from test_training import tiny_config
 
 pytest.importorskip("peft")
 

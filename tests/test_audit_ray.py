@@ -18,8 +18,8 @@ import torch
 import aha.rewards.ray_pool as ray_pool
 import aha.rollout.ray_engine as ray_engine
 from aha.models import load
-from aha.rollout.ray_engine import RayEngine
 from aha.rewards.ray_pool import RayRewardPool
+from aha.rollout.ray_engine import RayEngine
 
 
 class RayError(Exception):

@@ -4,10 +4,11 @@ the table and the JSON hold each pair's numbers, and the ratio is computed from 
 import json
 
 import pytest
+from test_training import TINY
 
 from aha.cli import main
 from aha.perf.bench import RunTimes, phase_rates
-from test_training import TINY
+
 
 def test_phase_rates_count_tokens_and_flops_from_the_logged_times():
     # step 2 (the first is warm-up): 64 samples x 10 tokens in 2 s, update 4 s, sync 1 s
@@ -55,7 +56,9 @@ def test_trl_gets_aha_micro_batches_and_settings_it_cannot_match_are_refused(cap
 
     assert micro_batch(64, 16) == 16 and micro_batch(24, 16) == 12 and micro_batch(7, 4) == 1
     assert unmatched(load_config("configs/quickstart.yaml", [])) == []
-    refused = unmatched(load_config("configs/quickstart.yaml", ["algorithm.kl_coef=0.1", "algorithm.loss_agg=constant"]))
-    assert any(r.startswith("algorithm.kl_coef=0.1") for r in refused) and any("loss_agg='constant'" in r for r in refused)
+    refused = unmatched(load_config("configs/quickstart.yaml", ["algorithm.kl_coef=0.1",
+                                                                "algorithm.loss_agg=constant"]))
+    assert any(r.startswith("algorithm.kl_coef=0.1") for r in refused)
+    assert any("loss_agg='constant'" in r for r in refused)
     assert main(["bench", "configs/quickstart.yaml", "algorithm.epochs=2"]) == 2
     assert "TRL's side would not reproduce algorithm.epochs=2" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from aha.eval.sampling import CacheMismatch, SampleCache
 from aha.models import ModelNotFound
 from aha.models.loading import weights_id
 
+
 @pytest.fixture
 def setup(scored_run):
     return scored_run(4, report=False)

@@ -6,15 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_training import tiny_config
 
 from aha.config import TaskConfig
 from aha.models.tiny import tiny_tokenizer
+from aha.prompts import plain_text_prompt, prompt_text
 from aha.tasks import TaskError, build_task, chat_messages, encode_prompts
 from aha.tasks.base import Task
-from aha.prompts import plain_text_prompt, prompt_text
 from aha.training.loop import train
-
-from test_training import tiny_config
 
 CHAT = [{"role": "system", "content": "Answer with one word."}, {"role": "user", "content": "Capital of France?"}]
 
@@ -40,7 +39,8 @@ def test_the_samples_own_system_message_wins_and_few_shot_turns_go_after_it():
     task = Task("t", [], [], system_prompt="Be brief.", few_shot=[{"prompt": "Capital of Peru?", "answer": "Lima"}])
     assert chat_messages(task, {"prompt": CHAT}) == [
         CHAT[0], {"role": "user", "content": "Capital of Peru?"}, {"role": "assistant", "content": "Lima"}, CHAT[1]]
-    no_system = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Capital?"}]
+    no_system = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+                 {"role": "user", "content": "Capital?"}]
     assert chat_messages(task, {"prompt": no_system}) == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of Peru?"},
         {"role": "assistant", "content": "Lima"}, *no_system]
@@ -87,7 +87,8 @@ def test_a_chat_template_that_refuses_a_prompt_names_the_sample():
                               "role not supported); messages: ['system', 'user']")
     assert encode_prompts(tok, Task("t", [], []), [{"id": "q-3", "prompt": "Capital of Peru?"}])[0]
     tok.chat_template = "{% if false %}{{ messages }}{% endif %}"
-    with pytest.raises(TaskError, match=r"^sample 'q-4': its prompt is no tokens as the model's chat template writes it$"):
+    with pytest.raises(TaskError, match=r"^sample 'q-4': its prompt is no tokens as the model's chat template writes "
+                                        r"it$"):
         encode_prompts(tok, Task("t", [], []), [{"id": "q-4", "prompt": "Capital of Peru?"}])
 
 
@@ -100,7 +101,8 @@ def test_a_run_on_chat_prompts_trains_and_reports_the_turns(tmp_path):
     train_file, test_file = write_task(tmp_path, [CHAT, [{"role": "user", "content": "Capital of Spain?"}]])
     config = tiny_config(tmp_path, "chat", f"task={{data: '{train_file}', eval_data: '{test_file}', name: capitals}}",
                          "reward=[{fn: exact_match}]", "train.steps=1", "rollout.prompts_per_step=2",
-                         "train.max_reward_failure_rate=1.0", "eval.before=false", "eval.after=false", "train.report=true")
+                         "train.max_reward_failure_rate=1.0", "eval.before=false", "eval.after=false",
+                         "train.report=true")
     run = Path(train(config, echo=lambda *_: None).run_dir)
     logged = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert all(isinstance(s["prompt"], list) for s in logged)

@@ -67,7 +67,8 @@ def test_a_checkpoint_is_the_model_of_a_new_run(checkpoint, tmp_path):
     config = load_config(path, ["train.steps=1", "train.checkpoint_every=1", "train.lr=0"])
     train(config, echo=lambda *_: None)
     # lr 0: the new run's weights are the checkpoint's, and its own checkpoint loads too
-    before, after = load_file(str(checkpoint / "model.safetensors")), load_file(str(tmp_path / "next/checkpoints/step-1/model.safetensors"))
+    before = load_file(str(checkpoint / "model.safetensors"))
+    after = load_file(str(tmp_path / "next/checkpoints/step-1/model.safetensors"))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert load(str(tmp_path / "next/checkpoints/step-1")).tokenizer.chat_template == CHAT_TEMPLATE
 

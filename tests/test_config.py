@@ -54,7 +54,8 @@ def test_bad_files_and_overrides(tmp_path):
 def test_std_advantages_need_groups_of_two(tmp_path):
     with pytest.raises(ConfigError, match=r"rollout\.group_size must be >= 2 with algorithm\.advantage_scale=std"):
         load_config(write(tmp_path, "rollout: {group_size: 1}\n"))
-    assert load_config(write(tmp_path, "rollout: {group_size: 1}\nalgorithm: {advantage_scale: none}\n")).rollout.group_size == 1
+    path = write(tmp_path, "rollout: {group_size: 1}\nalgorithm: {advantage_scale: none}\n")
+    assert load_config(path).rollout.group_size == 1
 
 
 @pytest.mark.parametrize("override, suggestion", [
@@ -95,5 +96,6 @@ def test_the_config_reference_is_current_and_describes_every_key():
             if not section and not field.description:
                 undescribed.append(prefix + name)
             if not section:
-                assert f"`{prefix}{name}`" in page.read_text() or prefix == "reward." and f"`{name}`" in page.read_text()
+                text = page.read_text()
+                assert f"`{prefix}{name}`" in text or prefix == "reward." and f"`{name}`" in text
     assert not undescribed, undescribed

@@ -2,10 +2,10 @@
 the variance curriculum draws in proportion to p (1 - p) + floor, and both resume exactly."""
 
 import pytest
+from test_training import assert_resumes_exactly, metrics, tiny_config
 
 from aha.config import ConfigError
 from aha.tasks.curriculum import CurriculumSampler
-from test_training import assert_resumes_exactly, metrics, tiny_config
 
 SAMPLES = [{"id": f"p{i}", "prompt": f"q{i}", "answer": "1"} for i in range(6)]
 
@@ -16,7 +16,8 @@ def ids(batch):
 
 def test_a_prompt_without_variance_is_set_aside_then_tried_again():
     sampler = CurriculumSampler(SAMPLES, seed=0, filter=True, retest_after=2)
-    sampler.observe([SAMPLES[0], SAMPLES[1], SAMPLES[2]], [4, 0, 2], group_size=4, step=1)  # all right, all wrong, mixed
+    # all right, all wrong, mixed
+    sampler.observe([SAMPLES[0], SAMPLES[1], SAMPLES[2]], [4, 0, 2], group_size=4, step=1)
     # p0 and p1 sit out their next two turns (one an epoch); p2, whose group had variance, does not
     assert set(ids(sampler.next(4))) == {"p2", "p3", "p4", "p5"}
     later = [ids(sampler.next(4)) for _ in range(4)]

@@ -83,7 +83,8 @@ def test_a_datasets_folder_with_splits_gives_train_and_held_out(tmp_path):
 
 
 @pytest.mark.parametrize("fmt, content, message", [
-    ("csv", "question,solution\nWhat?,5\nOdd,6,7\n", r"train\.csv:3: 3 cells where the header \(.*train\.csv:1\) has 2"),
+    ("csv", "question,solution\nWhat?,5\nOdd,6,7\n",
+     r"train\.csv:3: 3 cells where the header \(.*train\.csv:1\) has 2"),
     ("csv", "question,solution\nWhat?\n", r"train\.csv:2: 1 cells where the header"),
     ("csv", "question,answer\n2+2,4\n", r"train\.csv:2: missing field\(s\) solution \(or tests, for a code task\)"),
     ("tsv", "question\tsolution\n", r"train\.tsv: no samples \(empty file\)"),
@@ -99,7 +100,8 @@ def test_malformed_data_is_an_error_naming_the_file_and_row(tmp_path, fmt, conte
     (train.write_bytes if isinstance(content, bytes) else train.write_text)(content)
     held_out = write(tmp_path / "test.jsonl", [{"question": "q", "solution": "1"}], "jsonl")
     with pytest.raises(TaskError, match=message):
-        build_task(TaskConfig(data=str(train), eval_data=str(held_out), prompt_field="question", answer_field="solution"))
+        build_task(TaskConfig(data=str(train), eval_data=str(held_out), prompt_field="question",
+                              answer_field="solution"))
 
 
 def test_a_template_naming_a_field_the_row_lacks_is_an_error_naming_the_row(tmp_path):
@@ -175,7 +177,8 @@ def test_what_users_files_really_hold_loads_or_is_named(tmp_path):
     pq.write_table(pa.Table.from_pylist([{
         "prompt": [{"role": "user", "content": "hi", "name": None}, {"role": "user", "content": "2+2?", "name": None}],
         "answer": Decimal("4.0"), "day": datetime.date(2026, 12, 1)}]), tmp_path / "odd.parquet")
-    sample = build_task(TaskConfig(data=str(tmp_path / "odd.parquet"), eval_data=str(tmp_path / "odd.parquet"))).train[0]
+    sample = build_task(TaskConfig(data=str(tmp_path / "odd.parquet"),
+                                   eval_data=str(tmp_path / "odd.parquet"))).train[0]
     assert sample["prompt"][1] == {"role": "user", "content": "2+2?"} and sample["answer"] == 4.0
     assert json.loads(json.dumps(sample))["day"] == "2026-12-01"
 

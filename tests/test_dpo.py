@@ -9,17 +9,18 @@ import typing
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 from aha.config import PreferenceConfig, load_config
 from aha.models import load
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
-from aha.training.supervised.dpo import PREFERENCE_LOSSES
 from aha.training.loop import train
-from test_training import assert_resumes_exactly, config_with_data, metrics
+from aha.training.supervised.dpo import PREFERENCE_LOSSES
 
 PAIRS = [{"prompt": f"What is {a} * {b}?", "chosen": f"{a * b}.", "rejected": f"{a * b + d} or so, I think.",
-          "subset": "near" if d < 3 else "far"} for a, b, d in [(3, 4, 1), (5, 6, 7), (7, 8, 2), (2, 9, 9), (6, 6, 1), (4, 7, 8)]]
+          "subset": "near" if d < 3 else "far"} for a, b, d in [(3, 4, 1), (5, 6, 7), (7, 8, 2), (2, 9, 9), (6, 6, 1),
+                                                                (4, 7, 8)]]
 
 # dtype float32: the tests compare losses with plain fp32 forward passes at fp32 tolerances;
 # tests/test_precision.py runs each method under bf16 autocast on every CPU
@@ -30,7 +31,8 @@ output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 dpo: {{data: {data}, eval_data: {data}, batch_size: 6}}
 rollout: {{max_new_tokens: 8}}
-train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false, dtype: float32}}
+train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false,
+        dtype: float32}}
 eval: {{before: false, after: false}}
 """
 
@@ -113,7 +115,8 @@ def test_dpo_learns_the_preferences_and_reports_them_per_subset(tmp_path):
 def test_dpo_resumes_exactly_with_its_cached_reference(tmp_path):
     assert_resumes_exactly(tmp_path, dpo_config)
     # the reference is the starting model's, kept in the checkpoint, not recomputed from trained weights
-    held = torch.load(tmp_path / "resumed/checkpoints/step-4/trainer.pt", weights_only=False)["extra"]["reference_logps"]
+    held = torch.load(tmp_path / "resumed/checkpoints/step-4/trainer.pt",
+                      weights_only=False)["extra"]["reference_logps"]
     tiny = load("tiny")
     first = sequence_logps(tiny.model, tiny.tokenizer, PAIRS[0]["prompt"], PAIRS[0]["chosen"])[0]
     assert float(held["train_chosen"][0]) == pytest.approx(first, rel=1e-5)
@@ -128,7 +131,8 @@ def test_a_resume_with_another_max_length_is_refused_instead_of_reading_stale_re
 
 @pytest.mark.parametrize("line, message", [
     ('{"prompt": "What is 2 * 3?", "chosen": "6"}', r"pairs.jsonl:2: missing field\(s\) rejected"),
-    ('{"prompt": "What is 2 * 3?", "chosen": "6", "rejected": 5}', "pairs.jsonl:2: rejected must be a non-empty string"),
+    ('{"prompt": "What is 2 * 3?", "chosen": "6", "rejected": 5}',
+     "pairs.jsonl:2: rejected must be a non-empty string"),
 ])
 def test_bad_pairs_name_file_and_line(tmp_path, line, message):
     data = tmp_path / "pairs.jsonl"
@@ -154,7 +158,8 @@ def online_config(tmp_path, name, *overrides):
                               "task.name=arithmetic", "task.a_max=20", "task.num_eval=12", "dpo.batch_size=4",
                               "dpo.online_samples=4", "rollout.max_new_tokens=12", "train.steps=4", "train.lr=1e-2",
                               "train.checkpoint_every=2", "train.keep_checkpoints=5", "train.report=false",
-                              "eval.before=false", "eval.after=false", f"reward=[{{fn: '{tmp_path / 'vowels.py'}:vowels'}}]",
+                              "eval.before=false", "eval.after=false",
+                              f"reward=[{{fn: '{tmp_path / 'vowels.py'}:vowels'}}]",
                               *overrides])
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_training import metrics, tiny_config
 
 from aha.config import RolloutConfig, load_config
 from aha.models import load
 from aha.rollout import ENGINES, HFEngine, Rollouts, build_engine
 from aha.training.loop import train
-from test_training import metrics, tiny_config
 
 
 def test_the_config_offers_auto_and_exactly_the_known_engines():
@@ -113,10 +113,12 @@ def test_auto_falls_back_to_the_hf_engine_when_vllm_does_not_start(tmp_path, mon
 
     tiny = load("tiny")
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
-    monkeypatch.setattr(LlamaDecoding, "fits", staticmethod(lambda model, cache=None: False))  # a model without the lean step
+    # a model without the lean step
+    monkeypatch.setattr(LlamaDecoding, "fits", staticmethod(lambda model, cache=None: False))
     before = set(Path("/dev/shm").glob("aha-vllm-*"))
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
-        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=128), tiny.model, tiny.tokenizer, torch.float32)
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=128), tiny.model, tiny.tokenizer,
+                              torch.float32)
     assert isinstance(engine, HFEngine)
     assert "vLLM at" in caplog.text and "did not start" in caplog.text and "No module named 'vllm'" in caplog.text
     assert set(Path("/dev/shm").glob("aha-vllm-*")) == before  # the failed worker's folder is gone
@@ -133,7 +135,8 @@ def test_auto_samples_short_budgets_with_the_hf_engine_without_starting_vllm(mon
     tiny = load("tiny")
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
-        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=16), tiny.model, tiny.tokenizer, torch.float32)
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=16), tiny.model, tiny.tokenizer,
+                              torch.float32)
         at_limit = build_engine(RolloutConfig(engine="auto"), tiny.model, tiny.tokenizer, torch.float32,
                                 max_new_tokens=AUTO_VLLM_ABOVE_TOKENS)
     assert isinstance(engine, HFEngine) and isinstance(at_limit, HFEngine)
@@ -148,5 +151,6 @@ def test_auto_samples_models_with_the_lean_decoding_step_with_the_hf_engine_at_a
     tiny = load("tiny")
     monkeypatch.setenv("AHA_VLLM_PYTHON", sys.executable)
     with caplog.at_level(logging.WARNING, logger="aha.rollout.engine"):
-        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=512), tiny.model, tiny.tokenizer, torch.float32)
+        engine = build_engine(RolloutConfig(engine="auto", max_new_tokens=512), tiny.model, tiny.tokenizer,
+                              torch.float32)
     assert isinstance(engine, HFEngine) and "vLLM" not in caplog.text

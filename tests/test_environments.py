@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 import yaml
+from test_interventions import learner_logprobs
 
 from aha.algorithms import discounted_returns, gae_advantages, outcome_token_rewards
 from aha.config import Config, ConfigError, RewardSpec, load_config
@@ -16,8 +17,6 @@ from aha.rewards import build_reward
 from aha.rewards.code import sandbox_support
 from aha.rollout.hf_engine import HFEngine
 from aha.tasks.base import Task
-
-from test_interventions import learner_logprobs
 
 SAMPLES = [{"id": "p1", "prompt": "What is 2 * 3?", "answer": "6"},
            {"id": "p2", "prompt": "What is 12 * 4?", "answer": "48"}]
@@ -186,7 +185,8 @@ def test_try_again_pays_fewer_turns_more():
     env = TryAgain(build_reward([RewardSpec(fn="numeric_answer")]), discount=0.5)
     assert env.reset(SAMPLES[0]) == "What is 2 * 3?"
     first, second, third = env.step("5"), env.step("It is 7."), env.step("The answer is 6.")
-    assert (first.reward, first.done, first.observation, first.info) == (0.0, False, "That is not correct. Try again.", {"correct": 0.0})
+    assert (first.reward, first.done, first.observation, first.info) == (0.0, False, "That is not correct. Try again.",
+                                                                         {"correct": 0.0})
     assert (second.reward, second.done) == (0.0, False)
     assert (third.reward, third.done, third.info) == (0.25, True, {"correct": 1.0})
     env.reset(SAMPLES[1])
@@ -220,7 +220,8 @@ def test_tool_use_shows_a_calculation_and_judges_the_answer():
     assert prompt.startswith("What is 12 * 4?\n\nYou may use tools") and "<calc>" in prompt
     call = env.step("Let me compute. <calc>12 * 4</calc>")
     assert (call.reward, call.done, call.observation, call.info) == (0.0, False, "Output: 48", {"tool_calls": 1.0})
-    assert env.step("<calc>12 *").observation == "Output: error: not an arithmetic expression: 12 *"  # cut at the budget
+    # cut at the budget
+    assert env.step("<calc>12 *").observation == "Output: error: not an arithmetic expression: 12 *"
     assert env.step("<python>print(1)</python>").observation == "Output: error: the python tool is not available"
     final = env.step("The answer is 48.")
     assert (final.reward, final.done, final.info) == (1.0, True, {"tool_calls": 3.0, "correct": 1.0})

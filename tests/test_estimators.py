@@ -140,7 +140,8 @@ def test_best_of_k_ranks_a_failed_score_last():
 
 def test_vote_answer_is_correct_when_any_sample_giving_it_was():
     # the scorer read more than the answer and disagreed between two "7"s: the order must not matter
-    assert vote_at_k(["7", "7", "3"], [False, True, False], 3) == vote_at_k(["7", "7", "3"], [True, False, False], 3) == 1.0
+    assert vote_at_k(["7", "7", "3"], [False, True, False], 3) == vote_at_k(["7", "7", "3"], [True, False, False],
+                                                                            3) == 1.0
 
 
 ESTIMATORS = ["best_of_k", "bootstrap_ci", "brier_score", "coverage", "expected_calibration_error", "ks_up_to",

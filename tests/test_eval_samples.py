@@ -8,6 +8,7 @@ import pytest
 from aha.cli import main
 from aha.eval.sampling import CacheMismatch, SampleCache, vote_key
 
+
 @pytest.fixture
 def setup(scored_run):
     return scored_run(10)
@@ -62,7 +63,8 @@ def test_a_cache_is_never_mixed_with_other_settings(setup, tmp_path, capsys):
     config, _ = setup
     out = tmp_path / "out"
     run_eval(capsys, str(config), "--samples", "2", "--model", "tiny", "--out", str(out))
-    assert main(["eval", str(config), "rollout.temperature=0.5", "--samples", "2", "--model", "tiny", "--out", str(out)]) == 2
+    assert main(["eval", str(config), "rollout.temperature=0.5", "--samples", "2", "--model", "tiny", "--out",
+                 str(out)]) == 2
     assert "temperature: 1.0 there, 0.5 asked" in capsys.readouterr().err
 
 
@@ -87,12 +89,14 @@ def test_report_html_renders_its_plots_in_a_real_browser(setup, tmp_path, capsys
     """report.html opens offline in headless Chromium and every plot decodes to a full-size image."""
     config, checkpoint = setup
     out = tmp_path / "out"
-    run_eval(capsys, str(config), f"eval.scorer={config.parent / 'score.py'}:has_digit", "--samples", "4", "--model", "tiny",
+    run_eval(capsys, str(config), f"eval.scorer={config.parent / 'score.py'}:has_digit", "--samples", "4", "--model",
+             "tiny",
              "--model", str(checkpoint), "--out", str(out))
     page = (out / "report.html").read_text()
     assert page.count("<img") == 5 and "Solved at any k" in page and "Examples" in page
     images, colours = browser(out / "report.html", tmp_path)
-    assert [alt for alt, _, _ in images] == ["pass@k", "maj@k", "best_of_k (mean log-prob)", "best_of_k (self-certainty)",
+    assert [alt for alt, _, _ in images] == ["pass@k", "maj@k", "best_of_k (mean log-prob)", "best_of_k "
+            "(self-certainty)",
                                             "weighted maj@k (self-certainty)"]
     assert all(width == 600 and height == 400 for _, width, height in images)  # decoded, full size
     assert colours > 50  # plots, not a blank page
@@ -132,11 +136,13 @@ def test_samples_carry_self_certainty_and_rank_by_rewards_score_each_sample_once
     voiced = {r["id"] for r in records if r["score"] >= 0.5 and r["answer"] is not None}
     assert curves["weighted maj@k (oracle)"]["mean"][-1] == pytest.approx(len(voiced) / 10)
     ranks = sorted((out / "samples/tiny/ranks").iterdir())
-    assert [p.name.split("-")[0] for p in ranks] == ["flaky", "oracle"] and [len(lines_of(p)) for p in ranks] == [80, 80]
+    assert [p.name.split("-")[0] for p in ranks] == ["flaky", "oracle"]
+    assert [len(lines_of(p)) for p in ranks] == [80, 80]
     flaky = [json.loads(line)["score"] for line in lines_of(ranks[0])]
     assert any(s != s for s in flaky) == any("e" in r["completion"] for r in records)  # failed: NaN, ranked last
     assert run_eval(capsys, *args) == report and [len(lines_of(p)) for p in ranks] == [80, 80]  # nothing scored twice
-    assert main(["eval", str(config), f"eval.rank_by=[{{fn: '{scorer}:has_a', name: self-certainty}}]", "--samples", "8",
+    assert main(["eval", str(config), f"eval.rank_by=[{{fn: '{scorer}:has_a', name: self-certainty}}]", "--samples",
+                 "8",
                  "--model", "tiny", "--out", str(out)]) == 2
     assert "eval.rank_by[0]: the name 'self-certainty' is taken" in capsys.readouterr().err
 
@@ -163,16 +169,19 @@ def test_a_cache_drawn_before_self_certainty_leaves_only_that_curve_out():
         out = {}
         for p in ("p1", "p2"):
             out[p] = [{"completion": f"{j}", "answer": f"{j}", "score": float(j == 1), "length": 3, "truncated": False,
-                       "mean_logprob": -j / 10, **({"self_certainty": j / 5} if with_certainty else {})} for j in range(4)]
+                       "mean_logprob": -j / 10,
+                       **({"self_certainty": j / 5} if with_certainty else {})} for j in range(4)]
         return out
 
     new, old = summarize(samples(True)), summarize(samples(False))
     assert "best_of_k (self-certainty)" in new["curves"] and "best_of_k (self-certainty)" not in old["curves"]
     assert old["curves"]["pass@k"] == new["curves"]["pass@k"]
     # ranked by mean log-prob (higher for lower j) the correct j = 1 sample wins whenever j = 0 is not drawn
-    assert new["curves"]["best_of_k (mean log-prob)"]["mean"] == pytest.approx([1 / 4, 2 / 6, 0.0])  # C(2, k-1) / C(4, k)
+    # C(2, k-1) / C(4, k)
+    assert new["curves"]["best_of_k (mean log-prob)"]["mean"] == pytest.approx([1 / 4, 2 / 6, 0.0])
     # ranked by self-certainty (higher for higher j) it wins only against j = 0
-    assert new["curves"]["best_of_k (self-certainty)"]["mean"] == pytest.approx([1 / 4, 1 / 6, 0.0])  # C(1, k-1) / C(4, k)
+    # C(1, k-1) / C(4, k)
+    assert new["curves"]["best_of_k (self-certainty)"]["mean"] == pytest.approx([1 / 4, 1 / 6, 0.0])
     report = {"task": "t", "models": {"new": new, "old": old}, "comparison": compare({"new": new, "old": old})}
     page = eval_report_html(report)
     assert page.count("<img") == len(new["curves"]) and "<td>-</td>" in page
@@ -191,7 +200,7 @@ def test_voting_is_not_computable_when_correct_samples_have_no_readable_answer()
 
 
 def test_free_text_answers_report_maj_at_k_as_not_computable_instead_of_zero():
-    from aha.eval.compare import compare, summarize
+    from aha.eval.compare import summarize
     from aha.tracking.report import eval_report_html
 
     # a capitals task: right answers in prose, which voting cannot read

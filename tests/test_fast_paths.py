@@ -54,7 +54,8 @@ def test_the_chunked_head_gives_the_full_logits_values_and_gradients(monkeypatch
     else:
         torch.testing.assert_close(fast.entropy, reference.entropy, atol=1e-5, rtol=0)
         assert fast.entropy.requires_grad == (entropy == "grad")
-    for a, b in zip(_value_and_grads(fast, entropy, model, hidden), _value_and_grads(reference, entropy, model, hidden)):
+    for a, b in zip(_value_and_grads(fast, entropy, model, hidden),
+                    _value_and_grads(reference, entropy, model, hidden)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
@@ -143,7 +144,8 @@ def test_rows_that_stop_leave_the_batch_without_changing_the_others():
     # leaves the batch there while others go on, and every row must read as if decoded alone
     ids = free.completion_ids.tolist()
     row, step = next((i, t) for t in range(1, 6) for i in range(len(ids))
-                     if all(ids[i][t] not in r[:t + 1] for k, r in enumerate(ids) if k != i) and ids[i][t] not in ids[i][:t])
+                     if all(ids[i][t] not in r[:t + 1] for k,
+                            r in enumerate(ids) if k != i) and ids[i][t] not in ids[i][:t])
     engine.eos_ids = sorted({*engine.eos_ids, ids[row][step]})
     together = engine.generate(prompts, greedy=True)
     assert int(together.lengths()[row]) == step + 1 and not together.truncated[row]
@@ -273,7 +275,8 @@ def test_grouped_query_attention_takes_a_value_head_size_of_its_own():
     q, k, v = torch.randn(2, 4, 3, 6), torch.randn(2, 2, 5, 6), torch.randn(2, 2, 5, 4)
     out, probs = grouped_query_attention(module, q, k, v, None, 0.4)
     assert out.shape == (2, 3, 4, 4) and probs.shape == (2, 4, 3, 5)
-    expected = torch.softmax(q @ k.repeat_interleave(2, dim=1).transpose(2, 3) * 0.4, dim=-1) @ v.repeat_interleave(2, dim=1)
+    expected = torch.softmax(q @ k.repeat_interleave(2, dim=1).transpose(2, 3) * 0.4,
+                             dim=-1) @ v.repeat_interleave(2, dim=1)
     torch.testing.assert_close(out, expected.transpose(1, 2), atol=1e-6, rtol=1e-6)
 
 
@@ -315,7 +318,8 @@ def _prefilled(model, prompt_ids, room=8):
     mask = torch.ones_like(prompt_ids)
     mask[0, :2] = 0  # a left-padded row
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-    model.base_model(input_ids=prompt_ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+    model.base_model(input_ids=prompt_ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                     use_cache=True)
     return cache, mask, positions[:, -1] + 1
 
 
@@ -423,7 +427,8 @@ def test_the_cache_with_room_holds_what_was_written_through_growth_and_row_chang
     layer.batch_select_indices(torch.tensor([3, 0]))
     assert torch.equal(layer.values, torch.cat(written_v, dim=2)[[1, 0]])
     layer.keys_as(torch.bfloat16)
-    assert layer.keys.dtype == torch.bfloat16 and torch.equal(layer.keys, torch.cat(written_k, dim=2)[[1, 0]].bfloat16())
+    assert layer.keys.dtype == torch.bfloat16 and torch.equal(layer.keys,
+                                                              torch.cat(written_k, dim=2)[[1, 0]].bfloat16())
     more = torch.randn(2, 3, 5, 4)  # past the room again: the grown buffer stays bf16
     keys, _ = layer.update(more, torch.randn(2, 3, 5, 4))
     assert keys.dtype == torch.bfloat16

@@ -12,10 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aha.config import ConfigError, load_config
-from aha.config.sections import RewardSpec
+from aha.config.sections import RewardSpec, TaskConfig
 from aha.rewards import build_reward
 from aha.tasks import TaskError, build_task
-from aha.config.sections import TaskConfig
 
 EXAMPLES = 1000
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -252,7 +251,8 @@ damages = st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(MODEL_FILES), st.none()),
     st.tuples(st.just("truncate"), st.sampled_from(MODEL_FILES), st.floats(0, 0.999)),
     st.tuples(st.just("flip"), st.sampled_from(MODEL_FILES), st.lists(st.tuples(st.floats(0, 0.999),
-                                                                              st.integers(0, 7)), min_size=1, max_size=4)),
+                                                                              st.integers(0, 7)), min_size=1,
+                                                                      max_size=4)),
     st.tuples(st.just("bytes"), st.sampled_from(MODEL_FILES), st.binary(max_size=200)),
     st.tuples(st.just("key"), st.sampled_from(["config.json", "tokenizer_config.json"]),
               st.tuples(st.sampled_from(["hidden_size", "vocab_size", "num_hidden_layers", "num_attention_heads",
@@ -392,7 +392,8 @@ metric_rows = st.lists(st.one_of(
                           optional={"reward/mean": scalars, "eval/accuracy": scalars, "time/step_s": scalars,
                                     "groups/sampled": scalars, "kl": values}),
     st.fixed_dictionaries({"step": st.integers(0, 6), "epoch": st.one_of(st.integers(0, 3), scalars),
-                           "id": st.one_of(text, st.integers(), scalars), "right": st.one_of(st.integers(0, 8), scalars),
+                           "id": st.one_of(text, st.integers(), scalars),
+                           "right": st.one_of(st.integers(0, 8), scalars),
                            "tried": st.one_of(st.integers(0, 8), scalars)}),
     values), max_size=8)
 

@@ -30,7 +30,8 @@ REWARDS = [1.0, NAN, 0.0, 1.0, 0.0, 1.0, INF, 0.0]  # a NaN in group 1, an inf i
 
 
 @pytest.mark.parametrize("algo_kwargs", [{}, {"advantage_scale": "none"}, {"advantage": "rloo"},
-                                         {"advantage": "reinforce_pp"}, {"advantage": "reinforce_pp", "group_baseline": False},
+                                         {"advantage": "reinforce_pp"}, {"advantage": "reinforce_pp",
+                                                                         "group_baseline": False},
                                          {"whiten_advantages": True}, {"token_weighting": "ktae"}],
                          ids=["grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_global", "whitened", "ktae"])
 def test_non_finite_rewards_get_zero_advantage_and_are_counted(algo_kwargs):

@@ -123,7 +123,8 @@ def test_intervention_config_errors():
         Config(rollout={"force_continue": 1}, algorithm={"overlong_buffer": 4})
     with pytest.raises(ValueError, match="greater than 0"):
         Config(rollout={"temperatures": [0.0]})
-    with pytest.raises(ValueError, match="rollout.temperatures lists 3 temperatures for groups of rollout.group_size=2"):
+    with pytest.raises(ValueError,
+                       match="rollout.temperatures lists 3 temperatures for groups of rollout.group_size=2"):
         Config(rollout={"temperatures": [0.5, 1.0, 1.5], "group_size": 2})
     with pytest.raises(ValueError, match="rollout.force_continue changes how RL samples its groups: method=rl only"):
         Config(method="dpo", dpo={"online": True}, rollout={"force_continue": 1})

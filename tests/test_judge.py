@@ -13,7 +13,8 @@ PAIRS = [  # question, reference, right response, wrong or unrelated response
     ("Name a primary color.", "red", "Red is a primary color.", "The weather is nice today."),
     ("How many legs does a spider have?", "8", "A spider has 8 legs.", "Spiders are scary I think maybe."),
     ("What is the boiling point of water in Celsius?", "100", "Water boils at 100 degrees Celsius.", "Water is wet."),
-    ("Who wrote Romeo and Juliet?", "Shakespeare", "William Shakespeare wrote Romeo and Juliet.", "It was written by Charles Dickens."),
+    ("Who wrote Romeo and Juliet?", "Shakespeare", "William Shakespeare wrote Romeo and Juliet.", "It was written by "
+            "Charles Dickens."),
 ]
 
 

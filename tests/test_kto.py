@@ -7,14 +7,14 @@ import math
 
 import pytest
 import torch
+from test_dpo import PAIRS, dpo_config, sequence_logps
+from test_training import assert_resumes_exactly, metrics
 
 from aha.config import ConfigError, load_config
 from aha.models import load
 from aha.tasks import TaskError
-from aha.training.supervised.kto import mismatched_partners
 from aha.training.loop import train
-from test_dpo import PAIRS, dpo_config, sequence_logps
-from test_training import assert_resumes_exactly, metrics
+from aha.training.supervised.kto import mismatched_partners
 
 # each pair gives two labelled completions: 12 rows, a step of 12 sees all of them
 KTO = ("dpo.loss=kto", "dpo.batch_size=12")
@@ -32,11 +32,13 @@ def test_the_kto_loss_matches_one_written_out_from_plain_forward_passes(tmp_path
     # step 2 uses the weights after step 1: log-ratios and the reference point are no longer 0
     beta, w_d, w_u = 0.5, 1.5, 0.8
     train(kto_config(tmp_path, "run", f"dpo.beta={beta}", f"dpo.kto_desirable_weight={w_d}",
-                     f"dpo.kto_undesirable_weight={w_u}", "train.steps=2", "train.checkpoint_every=1"), echo=lambda *_: None)
+                     f"dpo.kto_undesirable_weight={w_u}", "train.steps=2", "train.checkpoint_every=1"),
+          echo=lambda *_: None)
     reference, policy = load("tiny"), load(str(tmp_path / "run/checkpoints/step-1"))
     rows = [(p["prompt"], p[key], key == "chosen") for p in PAIRS for key in ("chosen", "rejected")]
     log_ratio = lambda prompt, completion: (sequence_logps(policy.model, policy.tokenizer, prompt, completion)[0]
-                                            - sequence_logps(reference.model, reference.tokenizer, prompt, completion)[0])
+                                            - sequence_logps(reference.model, reference.tokenizer, prompt,
+                                                             completion)[0])
     # the mismatched sequence of row i: its prompt with the completion of the next row whose prompt
     # differs and whose label is the same: chosen rows borrow chosen completions, rejected rows rejected ones
     partner = lambda i: next(j % 12 for j in range(i + 1, i + 12) if rows[j % 12][0] != rows[i][0]
@@ -92,14 +94,17 @@ def test_kto_trains_on_unpaired_labelled_completions(tmp_path):
 
 def test_kto_resumes_exactly_with_its_cached_reference(tmp_path):
     assert_resumes_exactly(tmp_path, kto_config, "dpo.batch_size=5")  # 12 rows: the resume is inside an epoch
-    held = torch.load(tmp_path / "resumed/checkpoints/step-4/trainer.pt", weights_only=False)["extra"]["reference_logps"]
+    held = torch.load(tmp_path / "resumed/checkpoints/step-4/trainer.pt",
+                      weights_only=False)["extra"]["reference_logps"]
     assert set(held) == {"train", "train_mismatched", "eval"} and len(held["train"]) == 12
 
 
 @pytest.mark.parametrize("line, message", [
-    ('{"prompt": "What is 2 * 3?", "completion": "6", "label": "yes"}', r"data.jsonl:2: label must be true .* got 'yes'"),
+    ('{"prompt": "What is 2 * 3?", "completion": "6", "label": "yes"}',
+     r"data.jsonl:2: label must be true .* got 'yes'"),
     ('{"prompt": "What is 2 * 3?", "completion": "6"}', r"data.jsonl:2: missing field\(s\) label"),
-    ('{"prompt": "What is 2 * 3?", "completion": "", "label": true}', "data.jsonl:2: completion must be a non-empty string"),
+    ('{"prompt": "What is 2 * 3?", "completion": "", "label": true}', "data.jsonl:2: completion must be a non-empty "
+            "string"),
     ('{"prompt": "What is 2 * 3?", "completion": "6", "label": true, "chosen": "6"}',
      "data.jsonl:2: a row holds either completion \\+ label or chosen \\+ rejected, not both"),
     ('{"completion": "6", "label": true}', r"data.jsonl:2: missing field\(s\) prompt"),
@@ -116,7 +121,8 @@ def test_bad_kto_rows_name_file_and_line(tmp_path, line, message):
 
 
 def test_kto_needs_two_prompts_for_its_reference_point(tmp_path):
-    rows = [{"prompt": "What is 2 * 3?", "completion": text, "label": label} for text, label in (("6", True), ("7", False))]
+    rows = [{"prompt": "What is 2 * 3?", "completion": text, "label": label} for text,
+            label in (("6", True), ("7", False))]
     with pytest.raises(TaskError, match="needs completions of at least two different prompts"):
         train(kto_config(tmp_path, "run", pairs=rows), echo=lambda *_: None)
 

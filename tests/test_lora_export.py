@@ -91,7 +91,8 @@ def test_export_writes_a_folder_plain_transformers_loads_with_the_same_logits(lo
     out = tmp_path / "exported"
     assert main(["export", str(lora_run), str(out)]) == 0
     names = {p.name for p in out.iterdir()}
-    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "chat_template.jinja"} <= names
+    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+            "chat_template.jinja"} <= names
     assert not any(n.startswith("adapter") or n in ("trainer.pt", "state.json") for n in names)
     model = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(out, local_files_only=True)
@@ -100,7 +101,8 @@ def test_export_writes_a_folder_plain_transformers_loads_with_the_same_logits(lo
     ids = prompt_ids(tokenizer)
     assert ids.tolist() == prompt_ids(ours.tokenizer).tolist()
     messages = [{"role": "user", "content": "hi"}]
-    assert tokenizer.apply_chat_template(messages, tokenize=False) == ours.tokenizer.apply_chat_template(messages, tokenize=False)
+    theirs = tokenizer.apply_chat_template(messages, tokenize=False)
+    assert theirs == ours.tokenizer.apply_chat_template(messages, tokenize=False)
     with torch.no_grad():
         assert torch.allclose(model(ids).logits, ours.model(ids).logits, atol=1e-5)
     # bf16 weights on request; an existing folder is kept unless --overwrite
@@ -216,5 +218,6 @@ def test_kto_trains_lora_adapters(tmp_path):
     train(kto_config(tmp_path, "kto", "lora.rank=4", "train.steps=2", "train.checkpoint_every=2"), echo=lambda *_: None)
     folder = tmp_path / "kto/checkpoints/step-2"
     weights = load_file(str(folder / "adapter_model.safetensors"))
-    (groups,) = [o["param_groups"] for o in torch.load(folder / "trainer.pt", weights_only=False)["optimizers"].values()]
+    (groups,) = [o["param_groups"] for o in torch.load(folder / "trainer.pt",
+                                                       weights_only=False)["optimizers"].values()]
     assert sum(len(g["params"]) for g in groups) == len(weights)

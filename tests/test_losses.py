@@ -236,5 +236,6 @@ def test_shapes_that_would_broadcast_silently_are_rejected():
         clipped_surrogate(logp, torch.zeros(3, 1), torch.zeros(3, 1))
     with pytest.raises(ValueError, match=r"ref_logprobs must have the shape of logprobs \(3, 3\), got \(3,\)"):
         kl_estimate(logp, torch.zeros(3))
-    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(3, 3\) and mask \(3,\)"):
+    with pytest.raises(ValueError, match=r"values and mask must have the same shape, got values \(3, 3\) and mask "
+                                         r"\(3,\)"):
         aggregate(logp, torch.ones(3), "token_mean", LossNorm(3.0, 3.0, 1.0))

@@ -4,15 +4,14 @@ import json
 from pathlib import Path
 
 import pytest
+from test_algorithm_runs import QUIET, say_seven
+from test_training import metrics, tiny_config
 
 from aha.cli import main
 from aha.config import ConfigError, MonitorConfig, RewardSpec
 from aha.rewards import build_reward
-from aha.training.monitor import HackingMonitor, repeated_ngram_fraction
 from aha.training.loop import train
-
-from test_algorithm_runs import QUIET, say_seven
-from test_training import metrics, tiny_config
+from aha.training.monitor import HackingMonitor, repeated_ngram_fraction
 
 
 def test_repeated_ngram_fraction():
@@ -29,7 +28,8 @@ def feed(monitor, series):
 
 
 def flat(**extra):
-    return {"reward/verifier_mean": 0.3, "monitor/gold_mean": 0.3, "monitor/repetition": 0.05, "length/mean": 20.0, **extra}
+    return {"reward/verifier_mean": 0.3, "monitor/gold_mean": 0.3, "monitor/repetition": 0.05, "length/mean": 20.0,
+            **extra}
 
 
 def test_gap_flag_fires_where_the_gap_opened():
@@ -132,10 +132,13 @@ def test_a_run_that_games_its_reward_is_flagged(tmp_path, capsys):
 
 
 def test_monitor_rebuilds_on_resume(tmp_path):
-    gold = f"monitor.gold=[{{fn: numeric_answer}}]"
-    straight = metrics(Path(train(tiny_config(tmp_path, "straight", gold, "monitor.baseline_steps=1", "monitor.window=2"), echo=QUIET).run_dir))
-    train(tiny_config(tmp_path, "resumed", gold, "monitor.baseline_steps=1", "monitor.window=2", "train.steps=2"), echo=QUIET)
-    resumed = metrics(Path(train(tiny_config(tmp_path, "resumed", gold, "monitor.baseline_steps=1", "monitor.window=2"), echo=QUIET).run_dir))
+    gold = "monitor.gold=[{fn: numeric_answer}]"
+    straight = metrics(Path(train(tiny_config(tmp_path, "straight", gold, "monitor.baseline_steps=1",
+                                              "monitor.window=2"), echo=QUIET).run_dir))
+    train(tiny_config(tmp_path, "resumed", gold, "monitor.baseline_steps=1", "monitor.window=2", "train.steps=2"),
+          echo=QUIET)
+    resumed = metrics(Path(train(tiny_config(tmp_path, "resumed", gold, "monitor.baseline_steps=1", "monitor.window=2"),
+                                 echo=QUIET).run_dir))
     strip = lambda rs: [{k: v for k, v in r.items() if k.startswith("monitor/")} for r in rs if "reward/mean" in r]
     assert strip(straight) == strip(resumed) and "monitor/gap" in strip(resumed)[-1]
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from test_training import metrics, tiny_config
+from test_update import G, prepared, scored_batch
 
 from aha.config import AlgorithmConfig
 from aha.models import load
@@ -14,9 +16,6 @@ from aha.models.value import ValueModel
 from aha.rewards.compose import Component, CompositeReward
 from aha.training.loop import train
 from aha.training.rl.update import Learner, Shape, policy_update
-
-from test_training import metrics, tiny_config
-from test_update import G, prepared, scored_batch
 
 NAN, INF = float("nan"), float("inf")
 QUIET = lambda *_: None

@@ -5,15 +5,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_training import assert_resumes_exactly, metrics, tiny_config
 
-from aha.config import ConfigError
+from aha.config import ConfigError, TaskConfig
 from aha.models import load
 from aha.rollout import HFEngine, PartialRound
-from aha.config import TaskConfig
 from aha.tasks import PromptSampler, build_task
 from aha.training.logprobs import completion_logprobs
 from aha.training.rl.partial import PartialRollouts
-from test_training import assert_resumes_exactly, metrics, tiny_config
 
 QUIET = lambda *_: None  # noqa: E731
 

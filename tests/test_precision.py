@@ -99,15 +99,18 @@ def test_each_sequence_method_trains_under_bf16_autocast_to_bf16_precision(tmp_p
     # agrees with fp32's to bf16 precision, and the run says which dtype it computed in
     import logging
 
-    from aha.training.loop import train
     from test_dpo import dpo_config
     from test_kto import kto_config
     from test_sft import sft_config
     from test_training import metrics
 
-    simpo = lambda tmp, name, *overrides: dpo_config(tmp, name, "dpo.loss=simpo", *overrides)  # DPO's first loss is log 2
+    from aha.training.loop import train
+
+    # DPO's first loss is log 2
+    simpo = lambda tmp, name, *overrides: dpo_config(tmp, name, "dpo.loss=simpo", *overrides)
     # KTO's first loss is 0.5 in any dtype (policy = reference): its policy log-probs show the dtype
-    make, key = {"sft": (sft_config, "sft/loss"), "simpo": (simpo, "pref/loss"), "kto": (kto_config, "logps/desirable")}[method]
+    make, key = {"sft": (sft_config, "sft/loss"), "simpo": (simpo, "pref/loss"),
+                 "kto": (kto_config, "logps/desirable")}[method]
     losses = {}
     for dtype in ("bfloat16", "float32"):
         caplog.clear()

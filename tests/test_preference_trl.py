@@ -286,7 +286,8 @@ def test_orpo_matches_trl_log1p_form_away_from_zero(beta):
 
 def trl_head_kto(completion_logps, ref_completion_logps, labels, KL_logps, ref_KL_logps, beta,
                  desirable_weight, undesirable_weight):
-    # TRL HEAD trl/trainer/kto_trainer.py, KTOTrainer._compute_loss (lines 1518-1592; batch loss at line 1657), loss_type="kto",
+    # TRL HEAD trl/trainer/kto_trainer.py, KTOTrainer._compute_loss (lines 1518-1592; batch loss at line 1657),
+    # loss_type="kto",
     # calculate_KL=True, one process (gather_for_metrics of a scalar is the scalar).
     bool_labels = torch.as_tensor(labels, dtype=torch.bool)
     chosen_idx = torch.nonzero(bool_labels, as_tuple=False).view(-1)

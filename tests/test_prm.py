@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 from aha.config import ConfigError, RewardSpec, load_config
 from aha.models import load
@@ -24,7 +25,6 @@ from aha.rewards import build_reward
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import assert_resumes_exactly, config_with_data, metrics
 
 STEPS_DATA = Path(__file__).parent.parent / "data/synthetic/arithmetic/steps_train.jsonl"
 
@@ -40,7 +40,8 @@ model: tiny
 output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 4}}
 prm: {{data: {data}, eval_data: {data}, batch_size: 8}}
-train: {{steps: 4, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 3, report: false, dtype: float32}}
+train: {{steps: 4, lr: 3.0e-3, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 3, report: false,
+        dtype: float32}}
 eval: {{before: false, after: false}}
 """
 
@@ -89,12 +90,14 @@ def test_the_step_1_loss_and_held_out_metrics_match_a_plain_forward(tmp_path):
     assert record["prm/loss"] == pytest.approx(float(F.binary_cross_entropy_with_logits(flat, y)), rel=1e-5)
     assert record["prm/step_accuracy"] == pytest.approx(float(((flat > 0).float() == y).float().mean()))
     assert record["prm/steps"] == 24 and record["prm/truncated_steps"] == 0
-    probs = [torch.sigmoid(l) for l in logits]
+    probs = [torch.sigmoid(row) for row in logits]
     mean = lambda xs: sum(xs) / len(xs)
     assert held["step"] == 0 and held["prm_eval/solutions"] == 8
     assert held["prm_eval/step_accuracy"] == pytest.approx(record["prm/step_accuracy"])
-    assert held["prm_eval/solution_accuracy_min"] == pytest.approx(mean([bool(p.min() > 0.5) == bool(y.all()) for p, y in zip(probs, labels)]))
-    assert held["prm_eval/solution_accuracy_sum"] == pytest.approx(mean([bool(p.mean() > 0.5) == bool(y.all()) for p, y in zip(probs, labels)]))
+    assert held["prm_eval/solution_accuracy_min"] == pytest.approx(mean([bool(p.min() > 0.5) == bool(y.all()) for p,
+                                                                         y in zip(probs, labels)]))
+    assert held["prm_eval/solution_accuracy_sum"] == pytest.approx(mean([bool(p.mean() > 0.5) == bool(y.all()) for p,
+                                                                         y in zip(probs, labels)]))
     assert held["prm_eval/first_error_accuracy"] == pytest.approx(
         mean([first_error((p > 0.5).tolist()) == first_error(y.bool().tolist()) for p, y in zip(probs, labels)]))
 
@@ -175,7 +178,8 @@ def test_min_sum_and_mean_aggregate_the_step_probabilities(prm_run, tmp_path, mo
     tokenizer = tiny_tokenizer()
 
     def by_last_digit(self, sequences, ends, dtype=torch.float32):
-        return torch.tensor([float(tokenizer.decode([seq[e - 1]])) - 5 for seq, row in zip(sequences, ends) for e in row])
+        return torch.tensor([float(tokenizer.decode([seq[e - 1]])) - 5 for seq,
+                             row in zip(sequences, ends) for e in row])
 
     monkeypatch.setattr(ProcessRewardModel, "forward", by_last_digit)
     sig = lambda x: 1 / (1 + math.exp(-x))
@@ -191,7 +195,8 @@ def test_dense_gives_each_step_its_probability_where_the_step_ends(prm_run, tmp_
     tokenizer = tiny_tokenizer()
 
     def by_last_digit(self, sequences, ends, dtype=torch.float32):
-        return torch.tensor([float(tokenizer.decode([seq[e - 1]])) - 5 for seq, row in zip(sequences, ends) for e in row])
+        return torch.tensor([float(tokenizer.decode([seq[e - 1]])) - 5 for seq,
+                             row in zip(sequences, ends) for e in row])
 
     monkeypatch.setattr(ProcessRewardModel, "forward", by_last_digit)
     sig = lambda x: 1 / (1 + math.exp(-x))
@@ -214,7 +219,8 @@ def test_dense_gives_each_step_its_probability_where_the_step_ends(prm_run, tmp_
 
 
 def test_dense_prm_rewards_train_a_token_level_estimator(prm_run, tmp_path):
-    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=2", "rollout.prompts_per_step=2",
+    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=2",
+                            "rollout.prompts_per_step=2",
                             "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.before=false", "eval.after=false",
                             "train.report=false", "task.name=arithmetic", "task.a_max=20", "task.num_eval=4",
                             "algorithm.dynamic_sampling=false", "algorithm.advantage=reinforce_pp",
@@ -236,7 +242,8 @@ def test_a_prm_is_the_reward_of_an_rl_run(prm_run, tmp_path):
     by_hand = torch.sigmoid(plain_step_logits(lm.model, lm.tokenizer, head, row)).min()
     assert float(scored[0]) == pytest.approx(float(by_hand), rel=1e-5)
 
-    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=1", "rollout.prompts_per_step=2",
+    rl = load_config(None, [f"output_dir={tmp_path / 'rl'}", "model=tiny", "train.steps=1",
+                            "rollout.prompts_per_step=2",
                             "rollout.group_size=2", "rollout.max_new_tokens=6", "eval.before=false", "eval.after=false",
                             "train.report=false", "task.name=arithmetic", "task.a_max=20", "task.num_eval=4",
                             "algorithm.dynamic_sampling=false",
@@ -249,7 +256,8 @@ def test_a_prm_is_the_reward_of_an_rl_run(prm_run, tmp_path):
 
 
 @pytest.mark.parametrize("row, message", [
-    ({"prompt": "Hi", "steps": ["a", "b"], "labels": [1]}, "steps.jsonl:2: labels must be a list with one 0/1 label a step"),
+    ({"prompt": "Hi", "steps": ["a", "b"], "labels": [1]}, "steps.jsonl:2: labels must be a list with one 0/1 label a "
+                                                           "step"),
     ({"prompt": "Hi", "steps": ["a", "b"], "labels": [1, 2]}, "steps.jsonl:2: labels.1. must be 0 or 1, got 2"),
     ({"prompt": "Hi", "steps": ["a"], "labels": [True]}, "steps.jsonl:2: labels.0. must be 0 or 1, got True"),
     ({"prompt": "Hi", "steps": [], "labels": []}, "steps.jsonl:2: steps must be a non-empty list"),

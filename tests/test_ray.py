@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_algorithm_runs import QUIET, say_seven
+from test_training import metrics
 
 from aha.models import load
 from aha.training.loop import train
-from test_algorithm_runs import QUIET, say_seven
-from test_training import metrics
 
 ray = pytest.importorskip("ray", reason="the Ray backend's tests need ray (pip install 'aha[ray]')")
 
@@ -234,7 +234,8 @@ def test_a_reward_that_cannot_start_on_ray_says_why(tmp_path):
 
     # imports here (build_reward checks it at once) but not in a worker: another machine's
     # environment, say, without a package the reward needs
-    (tmp_path / "broken.py").write_text(f"import os\nif os.getpid() != {os.getpid()}:\n    import not_a_module_anywhere\n"
+    (tmp_path / "broken.py").write_text(f"import os\nif os.getpid() != {os.getpid()}:\n    import "
+                                        "not_a_module_anywhere\n"
                                         "def score(c, s):\n    return 1.0\n")
     reward = build_reward([RewardSpec(fn="broken.py:score", workers=1)], tmp_path, ray=RayConfig(reward_workers=True))
     try:
@@ -320,7 +321,8 @@ def test_a_partial_round_on_workers_stops_with_enough_complete_groups(stops_ofte
 
 
 def test_asynchronous_rl_with_partial_rollouts_trains_whole_batches_and_resumes(tmp_path, stops_often):
-    extra = ("ray.rollout_workers=2", "rollout.max_staleness=1", "rollout.partial_rollouts=2", "rollout.max_new_tokens=10",
+    extra = ("ray.rollout_workers=2", "rollout.max_staleness=1", "rollout.partial_rollouts=2",
+             "rollout.max_new_tokens=10",
              "train.checkpoint_every=2", "eval.after=false", "algorithm.dynamic_sampling=false")
     (tmp_path / "straight").mkdir()
     (tmp_path / "resumed").mkdir()

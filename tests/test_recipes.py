@@ -20,10 +20,12 @@ METHOD_RECIPES = ["sft_arithmetic", "dpo_arithmetic", "rm_arithmetic", "prm_arit
 
 
 def test_every_recipe_is_tested():
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo"])
+    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo"]
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
-SHORT = ["model=tiny", "train.steps=2", "train.checkpoint_every=0", "eval.limit=2", "task.name=arithmetic", "task.num_eval=4",
+SHORT = ["model=tiny", "train.steps=2", "train.checkpoint_every=0", "eval.limit=2", "task.name=arithmetic",
+         "task.num_eval=4",
          "rollout.max_new_tokens=4", "eval.max_new_tokens=4"]
 
 
@@ -38,7 +40,8 @@ def test_method_recipe_runs_on_the_tiny_model(tmp_path, name):
 
 
 def test_sft_then_grpo_recipe_starts_from_the_sft_checkpoint(tmp_path):
-    train(load_config(CONFIGS / "sft_arithmetic.yaml", SHORT + [f"output_dir={tmp_path / 'sft'}"]), echo=lambda *_: None)
+    train(load_config(CONFIGS / "sft_arithmetic.yaml", SHORT + [f"output_dir={tmp_path / 'sft'}"]),
+          echo=lambda *_: None)
     config = load_config(CONFIGS / "sft_then_grpo.yaml", SHORT + [f"output_dir={tmp_path / 'rl'}",
                          f"model={tmp_path / 'sft/checkpoints/step-2'}", "rollout.prompts_per_step=2",
                          "rollout.group_size=2", "algorithm.dynamic_sampling=false"])
@@ -54,7 +57,8 @@ def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
         "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
         "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
         "eval.before=false", "eval.after=false", "algorithm.truncated_reward=null", "algorithm.dynamic_sampling=false",
-        "reward=[{fn: rubric_judge, name: judge, args: {rubric: 'Correct product.', model: tiny, show_reference: false}}]",
+        "reward=[{fn: rubric_judge, name: judge, args: {rubric: 'Correct product.', model: tiny, show_reference: "
+        "false}}]",
     ])
     assert config.monitor.gold[0].fn == "numeric_answer"
     summary = train(config, echo=lambda *_: None)

@@ -35,9 +35,11 @@ def test_format_reward():
 
 def test_composition_weights_and_breakdown(tmp_path):
     (tmp_path / "user_rw.py").write_text(
-        "def parts(completion, sample):\n    return {'short': float(len(completion) < 5), 'has_x': float('x' in completion)}\n"
+        "def parts(completion, sample):\n    return {'short': float(len(completion) < 5), 'has_x': float('x' in "
+        "completion)}\n"
     )
-    reward = build_reward([RewardSpec(fn="numeric_answer", weight=2.0), RewardSpec(fn="user_rw.py:parts", weight=0.5)], tmp_path)
+    reward = build_reward([RewardSpec(fn="numeric_answer", weight=2.0), RewardSpec(fn="user_rw.py:parts", weight=0.5)],
+                          tmp_path)
     result = reward.score(["56", "x 12"], [{"answer": "56"}, {"answer": "56"}])
     torch.testing.assert_close(result.total, torch.tensor([2.0 + 0.5, 0.5 * 2]))
     assert set(result.components) == {"numeric_answer", "parts/short", "parts/has_x"}
@@ -159,7 +161,8 @@ def test_clip_bounds_are_checked():
         RewardSpec(fn="format", clip_min=2.0, clip_max=1.0)
 
 
-@pytest.mark.parametrize("ends, values", [((3, 0), (0.5, 0.5)), ((2,), (0.1, 0.2)), ((1.5,), (0.3,)), ((True,), (1.0,))])
+@pytest.mark.parametrize("ends, values", [((3, 0), (0.5, 0.5)), ((2,), (0.1, 0.2)), ((1.5,), (0.3,)), ((True,), (1.0,
+        ))])
 def test_step_scores_need_one_positive_integer_end_per_value(ends, values):
     from aha.rewards import StepScores
 
@@ -169,6 +172,7 @@ def test_step_scores_need_one_positive_integer_end_per_value(ends, values):
 
 def test_step_scores_take_numpy_numbers_and_refuse_values_a_float32_tensor_cannot_hold():
     import numpy as np
+
     from aha.rewards import StepScores
 
     scores = StepScores(np.array([3, 7]), np.array([0.25, 0.5], dtype=np.float32))

@@ -43,7 +43,8 @@ def test_learner_logprobs_match_sampling_logprobs():
     torch.manual_seed(1)
     ro = engine.generate(prompts, group_size=4)
     with torch.no_grad():
-        learner = completion_logprobs(lm.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask, 0.7)
+        learner = completion_logprobs(lm.model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask,
+                                      0.7)
     # both compute the LM head in fp32: equal to fp32 precision
     torch.testing.assert_close(learner, ro.sampling_logprobs, atol=1e-5, rtol=0)
 
@@ -62,7 +63,8 @@ def test_grouped_logprobs_equal_ungrouped_values_and_gradients():
         (values * weights).sum().backward()
         return values.detach(), [p.grad.clone() for p in model.parameters()]
 
-    a, grad_a = grads(lambda: completion_logprobs(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids, ro.completion_mask))
+    a, grad_a = grads(lambda: completion_logprobs(model, ro.prompt_ids, ro.prompt_mask, ro.completion_ids,
+                                                  ro.completion_mask))
     b, grad_b = grads(lambda: grouped_completion_logprobs(model, ro.prompt_ids[::G], ro.prompt_mask[::G],
                                                           ro.completion_ids, ro.completion_mask, G))
     torch.testing.assert_close(a, b, atol=1e-5, rtol=0)

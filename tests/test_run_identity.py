@@ -12,12 +12,11 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+from test_training import metrics, tiny_config
 
 from aha.config import ConfigError
 from aha.tracking.run_lock import RunLocked
 from aha.training.loop import train
-
-from test_training import metrics, tiny_config
 
 QUIET = lambda *_: None
 FAST = ("train.steps=2", "eval.before=false", "eval.after=false")
@@ -81,7 +80,8 @@ def test_allow_config_change_continues_and_records_the_change(tmp_path):
 def test_a_different_model_is_refused_with_the_drift_message(tmp_path, allow):
     first_run(tmp_path)
     with pytest.raises(ConfigError) as err:
-        train(tiny_config(tmp_path, "run", *FAST, "model=smollm2-135m", f"train.allow_config_change={allow}"), echo=QUIET)
+        train(tiny_config(tmp_path, "run", *FAST, "model=smollm2-135m", f"train.allow_config_change={allow}"),
+              echo=QUIET)
     message = str(err.value)
     assert 'model: "tiny" -> "smollm2-135m"' in message
     assert "cannot change within a run" in message and "new output_dir" in message
@@ -104,7 +104,8 @@ def test_a_run_folder_held_by_a_live_process_is_refused_at_once(tmp_path):
         with pytest.raises(RunLocked, match=f"PID {holder.pid}"):
             train(tiny_config(tmp_path, "run", *FAST, "train.steps=3"), echo=QUIET)
         assert json.loads((run / "run.lock").read_text())["pid"] == holder.pid  # the holder keeps its lock
-        assert f"process {os.getpid()}" in (run / "log.txt").read_text() and "was refused" in (run / "log.txt").read_text()
+        log_text = (run / "log.txt").read_text()
+        assert f"process {os.getpid()}" in log_text and "was refused" in log_text
     finally:
         holder.kill()
         holder.wait()
@@ -117,7 +118,7 @@ def test_a_stale_lock_is_taken_over_with_a_note_in_the_log(tmp_path):
     write_lock(tmp_path / "run", dead.pid)
     first_run(tmp_path)
     assert [r["step"] for r in metrics(tmp_path / "run") if "reward/mean" in r] == [1, 2]
-    assert f"took over a stale" in (tmp_path / "run/log.txt").read_text()
+    assert "took over a stale" in (tmp_path / "run/log.txt").read_text()
     assert str(dead.pid) in (tmp_path / "run/log.txt").read_text()
     assert not (tmp_path / "run/run.lock").exists()
 
@@ -213,7 +214,8 @@ def test_a_launch_that_fails_before_its_run_begins_leaves_no_folder(tmp_path):
     (tmp_path / "mine/notes.txt").write_text("keep me")
     with pytest.raises(RewardError):
         train(tiny_config(tmp_path, "mine", *FAST, "reward=[{fn: 'no_such_module:score'}]"), echo=QUIET)
-    assert (tmp_path / "mine/notes.txt").read_text() == "keep me" and "training stopped by an error" in (tmp_path / "mine/log.txt").read_text()
+    assert (tmp_path / "mine/notes.txt").read_text() == "keep me"
+    assert "training stopped by an error" in (tmp_path / "mine/log.txt").read_text()
 
 
 def test_a_checkpoint_holding_nan_is_refused_on_resume_naming_the_tensor(tmp_path):
@@ -230,10 +232,12 @@ def test_a_checkpoint_holding_nan_is_refused_on_resume_naming_the_tensor(tmp_pat
     import json
 
     manifest = json.loads((path.parent / "manifest.json").read_text())
-    manifest["model.safetensors"] = {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    manifest["model.safetensors"] = {"bytes": path.stat().st_size,
+                                     "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     (path.parent / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ConfigError) as err:
-        train(tiny_config(tmp_path, "run", *FAST[1:], "train.steps=3", "train.checkpoint_every=1", "train.keep_checkpoints=2"), echo=QUIET)
+        train(tiny_config(tmp_path, "run", *FAST[1:], "train.steps=3", "train.checkpoint_every=1",
+                          "train.keep_checkpoints=2"), echo=QUIET)
     message = str(err.value)
     # the file holds the tied embedding once (as lm_head); the model has it as embed_tokens and lm_head
     assert message.startswith(f"checkpoint {run / 'checkpoints/step-2'} holds NaN or inf in 2 tensors (first: "

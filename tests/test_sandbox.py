@@ -39,7 +39,8 @@ def test_partial_credit_by_tests_passed():
 @confined
 def test_stdin_stdout_tests_and_setup_code():
     program = "n = int(input())\nprint(n * 2)\n"
-    result = run_python(program, [{"input": "3", "output": "6"}, {"input": "4\n", "output": "8\n\n"}, {"input": "5", "output": "11"}])
+    result = run_python(program, [{"input": "3", "output": "6"}, {"input": "4\n", "output": "8\n\n"},
+                                  {"input": "5", "output": "11"}])
     assert result.passed == 2 and "wrong output" in result.errors[2]
     result = run_python("def root(x):\n    return math.sqrt(x)\n", ["assert root(9) == 3"], setup="import math")
     assert result.passed == 1
@@ -201,7 +202,9 @@ def test_memory_and_output_limits():
 def test_early_exit_and_forged_reports_do_not_pass():
     assert run_python(ADD + "import os\nos._exit(0)\n", ["assert add(1, 1) == 2"], limits=FAST).passed == 0
     assert run_python(ADD + "raise SystemExit(0)\n", ["assert add(1, 1) == 2"], limits=FAST).passed == 0
-    forge = "import os\nfor fd in range(3, 10):\n    try:\n        os.write(fd, b'{\"nonce\": \"0\", \"test\": 0, \"ok\": true}\\n')\n    except OSError:\n        pass\nraise SystemExit(1)\n"
+    forge = ("import os\nfor fd in range(3, 10):\n    try:\n"
+             "        os.write(fd, b'{\"nonce\": \"0\", \"test\": 0, \"ok\": true}\\n')\n"
+             "    except OSError:\n        pass\nraise SystemExit(1)\n")
     assert run_python(forge, ["assert False"], limits=FAST).passed == 0
 
 
@@ -215,7 +218,8 @@ def test_bad_tests_are_a_clear_error():
 @confined
 def test_scratch_and_outputs_are_removed_afterwards():
     before = set(Path(tempfile.gettempdir()).glob("aha-sandbox-*"))
-    program = "open('big.bin', 'wb').write(b'x' * 100000)\nprint('hello')\ndef first():\n    return open('big.bin', 'rb').read(1)\n"
+    program = ("open('big.bin', 'wb').write(b'x' * 100000)\nprint('hello')\n"
+               "def first():\n    return open('big.bin', 'rb').read(1)\n")
     assert run_python(program, ["assert first() == b'x'"], limits=FAST).passed == 1
     assert set(Path(tempfile.gettempdir()).glob("aha-sandbox-*")) == before
 
@@ -292,7 +296,6 @@ def test_an_ordinary_user_gets_the_same_sandbox():
     """Started by an unprivileged user, bubblewrap needs a user namespace; the program is
     still uid 65534 and just as confined. The scripts run on the system's interpreter, since
     the test venv's may sit in a private home."""
-    import json
     from aha.rewards import code as code_module
 
     with tempfile.TemporaryDirectory() as folder:  # directly under /tmp: pytest's tmp_path is private to root
@@ -365,7 +368,8 @@ def test_honest_programs_across_the_boundary():
                     [{"input": "3", "output": "6"}], setup="def double(x):\n    return 2 * x\n", limits=FAST)
     assert io.passed == 1 and "debug" in io.stderr, (io.errors, io.stderr)
     # more memory than the harness's own backstop can be given to a program
-    big = run_python("import mmap\nx = mmap.mmap(-1, 5 << 30)\ndef n():\n    return len(x)\n", ["assert n() == 5 << 30"],
+    big = run_python("import mmap\nx = mmap.mmap(-1, 5 << 30)\ndef n():\n    return len(x)\n",
+                     ["assert n() == 5 << 30"],
                      limits=SandboxLimits(memory_mb=6 << 10, wall_s=10.0, test_s=5.0))  # address space, not touched
     assert big.passed == 1, big.errors
 

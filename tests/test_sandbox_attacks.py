@@ -15,14 +15,12 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
-import re
 import resource
 import secrets
 import select
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -211,7 +209,8 @@ def canary(tmp_path):
     yield path
     st, xattrs = os.stat(path), os.listxattr(path)
     assert (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, st.st_ino, st.st_nlink) == (
-        before[0].st_mode, before[0].st_uid, before[0].st_gid, before[0].st_mtime_ns, before[0].st_ino, 1), "canary changed"
+        before[0].st_mode, before[0].st_uid, before[0].st_gid, before[0].st_mtime_ns, before[0].st_ino,
+                1), "canary changed"
     assert xattrs == before[1] and os.getxattr(path, "user.aha") == b"orig", "canary xattrs changed"
     assert path.read_text() == SECRET, "canary content changed"
     path.unlink()
@@ -242,7 +241,8 @@ class Victim:
 
     def state(self):
         stat = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (stat[0] in "tT", Path(f"/proc/{self.pid}/limits").read_text(), Path(f"/proc/{self.pid}/oom_score_adj").read_text())
+        return (stat[0] in "tT", Path(f"/proc/{self.pid}/limits").read_text(),
+                Path(f"/proc/{self.pid}/oom_score_adj").read_text())
 
 
 @pytest.fixture
@@ -311,24 +311,32 @@ HACKS = {
     "gc_finds_nonce_and_forges_fds": "import gc, os, re, json\nfound = set()\n"
                                      "for o in gc.get_objects():\n"
                                      "    cells = getattr(o, '__closure__', None) or ()\n"
-                                     "    vals = [c.cell_contents for c in cells if c.cell_contents is not None] if cells else []\n"
+                                     "    vals = [c.cell_contents for c in cells if c.cell_contents is not None] if "
+                                     "cells else []\n"
                                      "    if isinstance(o, dict):\n        vals += list(o.values())\n"
-                                     "    found |= {v for v in vals if isinstance(v, str) and re.fullmatch('[0-9a-f]{16,64}', v)}\n"
+                                     "    found |= {v for v in vals if isinstance(v, str) and "
+                                     "re.fullmatch('[0-9a-f]{16,64}', v)}\n"
                                      "for n in found:\n    for fd in range(256):\n        try:\n"
-                                     "            os.write(fd, ''.join(json.dumps({'nonce': n, 'test': i, 'ok': True}) + '\\n' for i in range(8)).encode())\n"
+                                     "            os.write(fd, ''.join(json.dumps({'nonce': n, 'test': i, 'ok': True}) "
+                                     "+ '\\n' for i in range(8)).encode())\n"
                                      "        except OSError:\n            pass\n" + WRONG_ADD,
     "forged_frames_on_fds_0_255": "import os, json, struct\n"
-                                  "lines = [json.dumps({'test': i, 'ok': True, 'error': None, 'passed': True, 'result': 3, 'value': '3'}) for i in range(8)]\n"
-                                  "blob = ('\\n'.join(lines) + '\\nPASS 0\\nPASS 1\\nok 0\\nok 1\\n3\\n42\\n').encode()\n"
-                                  "blob += b''.join(struct.pack('>I', len(x)) + x for x in (b'3', b'42', b'(True, 3)'))\n"
-                                  "for fd in range(256):\n    try:\n        os.write(fd, blob)\n    except OSError:\n        pass\n"
+                                  "lines = [json.dumps({'test': i, 'ok': True, 'error': None, 'passed': True, "
+                                  "'result': 3, 'value': '3'}) for i in range(8)]\n"
+                                  "blob = ('\\n'.join(lines) + '\\nPASS 0\\nPASS 1\\nok 0\\nok "
+                                  "1\\n3\\n42\\n').encode()\n"
+                                  "blob += b''.join(struct.pack('>I', len(x)) + x for x in (b'3', b'42', b'(True, "
+                                  "3)'))\n"
+                                  "for fd in range(256):\n    try:\n        os.write(fd, blob)\n    except OSError:\n  "
+                                  "      pass\n"
                                   + WRONG_ADD,
     "settrace_clears_errors": "import sys, ctypes\n"
                               "def _tr(frame, event, arg):\n    loc = frame.f_locals\n    hit = False\n"
                               "    for k in ('error', 'err', 'failure', 'exc'):\n"
                               "        if loc.get(k) is not None and frame.f_globals is not globals():\n"
                               "            loc[k] = None; hit = True\n"
-                              "    if hit:\n        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))\n"
+                              "    if hit:\n        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), "
+                              "ctypes.c_int(0))\n"
                               "    return _tr\n"
                               "f = sys._getframe(0)\nwhile f is not None:\n    f.f_trace = _tr\n    f = f.f_back\n"
                               "sys.settrace(_tr)\n" + WRONG_ADD,
@@ -342,7 +350,8 @@ HACKS = {
                                  "while f is not None:\n"
                                  "    found += [v for k, v in f.f_locals.items() if k == 'report' and callable(v)]\n"
                                  "    f = f.f_back\n"
-                                 "atexit.register(lambda: [r({'test': i, 'ok': True, 'error': None}) for r in found for i in range(8)])\n"
+                                 "atexit.register(lambda: [r({'test': i, 'ok': True, 'error': None}) for r in found "
+                                 "for i in range(8)])\n"
                                  + WRONG_ADD,
     "os_exit_0_before_tests": WRONG_ADD + "import os\nos._exit(0)\n",
     "sys_exit_0_before_tests": WRONG_ADD + "import sys\nsys.exit(0)\n",
@@ -360,18 +369,22 @@ HACKS = {
     "infinite_recursion": "def add(a, b):\n    return add(a, b)\n",
     "protocol_lines_on_stdout_stderr": "import sys, json\nfor i in range(8):\n"
                                        "    for s in (sys.stdout, sys.stderr):\n"
-                                       "        s.write(json.dumps({'test': i, 'ok': True, 'nonce': '0' * 32}) + '\\n')\n"
+                                       "        s.write(json.dumps({'test': i, 'ok': True, 'nonce': '0' * 32}) + "
+                                       "'\\n')\n"
                                        "        s.write('PASSED test_%d\\nok %d\\n' % (i, i))\n" + WRONG_ADD,
     "keyboardinterrupt_from_function": "def add(a, b):\n    raise KeyboardInterrupt\n",
     "systemexit_from_function": "def add(a, b):\n    raise SystemExit(0)\n",
     "builtins_literal_shadowed": "__builtins__ = {'x': 1}\n" + WRONG_ADD,
     "thread_forges_during_tests": "import os, threading, time\n"
                                   "def _spam():\n    while True:\n        for fd in range(64):\n            try:\n"
-                                  "                os.write(fd, b'3\\n{\"test\": 0, \"ok\": true}\\n{\"test\": 1, \"ok\": true}\\n')\n"
+                                  "                os.write(fd, b'3\\n{\"test\": 0, \"ok\": true}\\n{\"test\": 1, "
+                                  "\"ok\": true}\\n')\n"
                                   "            except OSError:\n                pass\n        time.sleep(0.01)\n"
                                   "threading.Thread(target=_spam, daemon=True).start()\n" + WRONG_ADD,
-    "type_and_int_eq_patched": "import ctypes, gc\ntry:\n    type.__eq__ = lambda a, b: True\nexcept TypeError:\n    pass\n"
-                               "for t in (int, object, type(None)):\n    gc.get_referents(t.__dict__)[0]['__eq__'] = lambda a, b: True\n"
+    "type_and_int_eq_patched": "import ctypes, gc\ntry:\n    type.__eq__ = lambda a, b: True\nexcept TypeError:\n    "
+                               "pass\n"
+                               "for t in (int, object, type(None)):\n    gc.get_referents(t.__dict__)[0]['__eq__'] = "
+                               "lambda a, b: True\n"
                                "    ctypes.pythonapi.PyType_Modified(ctypes.py_object(t))\n" + WRONG_ADD,
     "frozen_clock_with_slow_solution": "import time\n_s = time.sleep\nt0 = time.time()\n"
                                        "for name in ('time', 'monotonic', 'perf_counter', 'process_time'):\n"
@@ -389,11 +402,15 @@ def test_reward_hack_scores_nothing(name):
 EQ_TRICKS = {
     "object_eq_always_true": "class A:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n"
                              "    __hash__ = lambda s: 3\n    __repr__ = lambda s: '3'\n",
-    "int_subclass": "class A(int):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ = int.__hash__\n",
-    "str_subclass": "class A(str):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ = str.__hash__\n",
+    "int_subclass": "class A(int):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ = "
+                    "int.__hash__\n",
+    "str_subclass": "class A(str):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ = "
+                    "str.__hash__\n",
     "list_subclass": "class A(list):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n",
-    "float_subclass": "class A(float):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ = float.__hash__\n",
-    "repr_claims_answer": "class A:\n    def __repr__(self):\n        return '42'\n",  # 42 is right for test 1 only... as a lie
+    "float_subclass": "class A(float):\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n    __hash__ "
+                      "= float.__hash__\n",
+    # 42 is right for test 1 only... as a lie
+    "repr_claims_answer": "class A:\n    def __repr__(self):\n        return '42'\n",
 }
 
 
@@ -431,7 +448,8 @@ DECODER = {
     "huge_string_100mb": "def add(a, b):\n    return 'x' * (100 << 20)\n",
     "huge_int": "import sys\ntry:\n    sys.set_int_max_str_digits(0)\nexcept AttributeError:\n    pass\n"
                 "def add(a, b):\n    return 10 ** 60000 + 7\n",
-    "repr_is_code": "class A:\n    def __repr__(self):\n        return \"__import__('os').system('touch /tmp/@MARK@-decoder')\"\n"
+    "repr_is_code": "class A:\n    def __repr__(self):\n        return \"__import__('os').system('touch "
+                    "/tmp/@MARK@-decoder')\"\n"
                     "def add(a, b):\n    return A()\n",
     "builtins_repr_is_code": "import builtins\n"
                              "builtins.repr = lambda o: \"(__import__('os').system('touch /tmp/@MARK@-repr'), 3)[1]\"\n"
@@ -455,17 +473,21 @@ def test_harness_decoder_survives(name):
 # ---- names that shadow what the tests use (builtins, setup imports), state the tests share
 SHADOWS = {
     "abs": ("def abs(x):\n    return 0\ndef area(r):\n    return 0\n", "assert abs(area(2) - 12.566) < 0.01", ""),
-    "set": ("def set(*a):\n    return 0\ndef uniq(x):\n    return []\n", "assert set(uniq([1, 1, 2])) == set([1, 2])", ""),
+    "set": ("def set(*a):\n    return 0\ndef uniq(x):\n    return []\n", "assert set(uniq([1, 1, 2])) == set([1, 2])",
+            ""),
     "sorted": ("def sorted(*a, **k):\n    return 0\ndef perm(x):\n    return []\n",
                "assert sorted(perm([3, 1, 2])) == sorted([1, 2, 3])", ""),
-    "all": ("def all(x):\n    return True\ndef sq(i):\n    return -1\n", "assert all([sq(i) == i * i for i in range(5)])", ""),
+    "all": ("def all(x):\n    return True\ndef sq(i):\n    return -1\n", "assert all([sq(i) == i * i for i in "
+            "range(5)])", ""),
     "sum": ("def sum(x):\n    return 0\ndef evens(n):\n    return [1]\n", "assert sum(evens(6)) == sum([2, 4, 6])", ""),
-    "range": ("def range(*a):\n    return []\ndef sq(i):\n    return -1\n", "for i in range(5):\n    assert sq(i) == i * i", ""),
+    "range": ("def range(*a):\n    return []\ndef sq(i):\n    return -1\n", "for i in range(5):\n    assert sq(i) == i "
+            "* i", ""),
     "zip": ("def zip(*a):\n    return []\ndef sq(i):\n    return -1\n",
             "for x, y in zip([1, 2], [1, 4]):\n    assert sq(x) == y", ""),
     "isclose_from_setup": ("def isclose(*a, **k):\n    return True\ndef area(r):\n    return 0\n",
                            "assert isclose(area(2), 12.566, rel_tol=1e-3)", "from math import isclose"),
-    "builtins_len_patched": ("import builtins\nbuiltins.len = lambda x: 3\ndef f():\n    return []\n", "assert len(f()) == 3", ""),
+    "builtins_len_patched": ("import builtins\nbuiltins.len = lambda x: 3\ndef f():\n    return []\n",
+                             "assert len(f()) == 3", ""),
     "operator_eq_patched": ("import operator\noperator.eq = lambda a, b: True\ndef f():\n    return 0\n",
                             "import operator\nassert operator.eq(f(), 3)", ""),
     "argument_mutated_in_place": ("def my_sort(a):\n    a.clear()\n    return []\n",
@@ -489,15 +511,19 @@ PROTOCOL = {
     "frame_longer_than_the_limit": OUT_FD + "os.write(fd, b'{\"value\": \"' + b'3' * (3 << 20))\n",
     "not_json": OUT_FD + "def add(a, b):\n    os.write(fd, b'{oops\\n')\n    time.sleep(5)\n",
     "json_not_a_dict": OUT_FD + "def add(a, b):\n    os.write(fd, b'[3, 42]\\n')\n    time.sleep(5)\n",
-    "json_nested_a_million_deep": OUT_FD + "def add(a, b):\n    os.write(fd, b'[' * 1000000 + b'\\n')\n    time.sleep(5)\n",
+    "json_nested_a_million_deep": OUT_FD + "def add(a, b):\n    os.write(fd, b'[' * 1000000 + b'\\n')\n    "
+                                           "time.sleep(5)\n",
     # (a plain JSON number is a value: sending 3 is returning 3, so the forgery is an untagged object)
-    "value_an_untagged_object": OUT_FD + "def add(a, b):\n    os.write(fd, b'{\"value\": {\"x\": 3}}\\n')\n    time.sleep(5)\n",
+    "value_an_untagged_object": OUT_FD + "def add(a, b):\n    os.write(fd, b'{\"value\": {\"x\": 3}}\\n')\n    "
+                                         "time.sleep(5)\n",
     "raised_harness_exception_names": OUT_FD + "n = iter(['TestTimeout', 'CandidateError', 'SystemExit'])\n"
-                                      "def add(a, b):\n    os.write(fd, (json.dumps({'raised': next(n), 'message': 'ok'}) + '\\n').encode())\n"
+                                      "def add(a, b):\n    os.write(fd, (json.dumps({'raised': next(n), 'message': "
+                                      "'ok'}) + '\\n').encode())\n"
                                       "    time.sleep(5)\n",
     "hash_colliding_set_stalls_decoder": OUT_FD + "M = 2 ** 61 - 1\n"
                                          "big = {'s': [k * M for k in range(1, 8000)]}\n"
-                                         "def add(a, b):\n    os.write(fd, (json.dumps({'value': big}) + '\\n').encode())\n"
+                                         "def add(a, b):\n    os.write(fd, (json.dumps({'value': big}) + "
+                                         "'\\n').encode())\n"
                                          "    time.sleep(5)\n",
 }
 
@@ -872,7 +898,8 @@ def test_host_environment_does_not_leak():
 
 
 RAW = {
-    "userfaultfd": "attempt('userfaultfd user-mode', lambda: _sys(323, 1 | 0o2000000))\nattempt('userfaultfd', lambda: _sys(323, 0o2000000))",
+    "userfaultfd": "attempt('userfaultfd user-mode', lambda: _sys(323, 1 | 0o2000000))\nattempt('userfaultfd', lambda: "
+                   "_sys(323, 0o2000000))",
     "perf_event_open": '''
         import struct
         def perf(pid, cpu, flags):
@@ -1019,11 +1046,16 @@ def _listeners(tmp_path):
 
 
 NET = {
-    "tcp": "import socket\nattempt('tcp', lambda: socket.create_connection(('127.0.0.1', @TCP@), timeout=1).send(b'@MARK@'))",
-    "tcp6": "import socket\nattempt('tcp6', lambda: socket.create_connection(('::1', @TCP6@), timeout=1).send(b'@MARK@'))",
-    "udp": "import socket\nattempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'@MARK@', ('127.0.0.1', @UDP@)))",
-    "unix_path": "import socket\ndef c():\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('@UNIX@')\n    return s.send(b'@MARK@')\nattempt('unix', c)",
-    "unix_abstract": "import socket\ndef c():\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('\\0@MARK@')\n    return s.send(b'@MARK@')\nattempt('abstract', c)",
+    "tcp": "import socket\nattempt('tcp', lambda: socket.create_connection(('127.0.0.1', @TCP@), "
+           "timeout=1).send(b'@MARK@'))",
+    "tcp6": "import socket\nattempt('tcp6', lambda: socket.create_connection(('::1', @TCP6@), "
+            "timeout=1).send(b'@MARK@'))",
+    "udp": "import socket\nattempt('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'@MARK@', "
+           "('127.0.0.1', @UDP@)))",
+    "unix_path": "import socket\ndef c():\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('@UNIX@')\n    return "
+                 "s.send(b'@MARK@')\nattempt('unix', c)",
+    "unix_abstract": "import socket\ndef c():\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('\\0@MARK@')\n    "
+                     "return s.send(b'@MARK@')\nattempt('abstract', c)",
     "netlink_sees_host_interfaces": '''
         import socket, struct
         def links():
@@ -1076,9 +1108,11 @@ def test_network_cannot_reach_the_host(name, tmp_path):
 
 SPAWN = {
     "fork": "pid = os.fork()\nif pid == 0:\n    name_me('f')\n    time.sleep(30)\n    os._exit(0)\nok.append('forked')",
-    "double_fork_daemon": "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        name_me('d')\n        time.sleep(30)\n    os._exit(0)\nok.append('forked')",
+    "double_fork_daemon": "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        name_me('d')\n        "
+                          "time.sleep(30)\n    os._exit(0)\nok.append('forked')",
     "vfork_raw": "r = _sys(58)\nif r == 0:\n    _libc._exit(0)\nok.append('vforked')",
-    "clone_raw": "r = _sys(56, 17, 0, 0, 0, 0)\nif r == 0:\n    name_me('c')\n    time.sleep(30)\n    os._exit(0)\nok.append('cloned')",
+    "clone_raw": "r = _sys(56, 17, 0, 0, 0, 0)\nif r == 0:\n    name_me('c')\n    time.sleep(30)\n    "
+                 "os._exit(0)\nok.append('cloned')",
     "subprocess": "import subprocess\nattempt('subprocess', lambda: subprocess.Popen(['sleep', '987.65']).pid)",
     "os_system": "attempt('os.system', lambda: os.system('sleep 987.65 &') == 0)",
     "posix_spawn": "attempt('posix_spawn', lambda: os.posix_spawn('/usr/bin/sleep', ['sleep', '987.65'], {}))",
@@ -1192,7 +1226,8 @@ def test_host_files_cannot_be_locked():
     time.sleep(1.5)
     """
     box = {}
-    worker = threading.Thread(target=lambda: box.setdefault("r", run(probe(body, path=target), ESCAPE_TESTS, wall_s=6.0, test_s=4.0)))
+    worker = threading.Thread(target=lambda: box.setdefault("r", run(probe(body, path=target), ESCAPE_TESTS, wall_s=6.0,
+                                                                     test_s=4.0)))
     worker.start()
     held, deadline = False, time.monotonic() + 3.0
     with open(target, "rb") as f:
@@ -1248,8 +1283,10 @@ BOMBS = {
     "cpu_threads": ("import threading\ndef spin():\n    while True:\n        pass\n"
                     "for _ in range(8):\n    threading.Thread(target=spin, daemon=True).start()\nspin()\n", 1.5),
     "thread_bomb_10000": ("import threading, time\nthreading.stack_size(65536)\nts = []\n"
-                          "for i in range(10000):\n    t = threading.Thread(target=time.sleep, args=(30,), daemon=True)\n"
-                          "    t.start()\n    ts.append(t)\n", 3.0),  # glibc's default arenas stop it (see test_threads_are_capped)
+                          "for i in range(10000):\n    t = threading.Thread(target=time.sleep, args=(30,), "
+                          "daemon=True)\n"
+                          # glibc's default arenas stop it (see test_threads_are_capped)
+                          "    t.start()\n    ts.append(t)\n", 3.0),
     "fd_exhaustion": ("fds = []\nwhile True:\n    fds.append(os.open('/dev/null', os.O_RDONLY))\n", 3.0),
     "sleep_past_wall": ("name_me('s')\ntime.sleep(60)\n", 1.5),
     "huge_stderr": ("while True:\n    sys.stderr.write('E' * (1 << 20))\n    sys.stdout.write('O' * (1 << 20))\n", 3.0),
@@ -1280,7 +1317,8 @@ def test_control_partial_credit():
 
 def test_control_stdin_stdout():
     echo = "import sys\nsys.stdout.write(sys.stdin.read())\n"
-    tests = [{"input": "hello\n", "output": "hello"}, {"input": "a b\nc\n", "output": "a b\nc\n"}, {"input": "x", "output": "y"}]
+    tests = [{"input": "hello\n", "output": "hello"}, {"input": "a b\nc\n", "output": "a b\nc\n"},
+             {"input": "x", "output": "y"}]
     result = run(echo, tests)
     assert result.passed == 2 and 2 in result.errors
     total = "import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))\nsys.exit(0)\n"
@@ -1316,10 +1354,13 @@ def test_control_return_types():
         def negzero(): return -0.0
         def flag(): return True
     ''')
-    tests = ["assert pair() == (1, 'a') and isinstance(pair(), tuple)", "assert uniq() == {1, 3}", "assert nothing() is None",
-             "assert inf() == float('inf')", "import math\nassert math.isnan(nan())", "assert frozen() == frozenset({1})",
+    tests = ["assert pair() == (1, 'a') and isinstance(pair(), tuple)", "assert uniq() == {1, 3}", "assert nothing() "
+            "is None",
+             "assert inf() == float('inf')", "import math\nassert math.isnan(nan())", "assert frozen() == "
+                     "frozenset({1})",
              "assert cplx() == 1 - 2j", "assert raw() == b'\\x00\\xff'", "assert table() == {'a': [1, (2, 3)], 4: {5}}",
-             "assert big() == 2 ** 200", "assert text() == 'héllo ✓\\n\"q\"'", "import math\nassert math.copysign(1, negzero()) == -1",
+             "assert big() == 2 ** 200", "assert text() == 'héllo ✓\\n\"q\"'", "import math\nassert math.copysign(1, "
+                     "negzero()) == -1",
              "assert flag() is True"]
     result = run(program, tests)
     assert result.passed == len(tests), result.errors
@@ -1351,7 +1392,8 @@ def test_control_humaneval_check_setup_kwargs_and_builtins():
         LIMIT = 10 ** 9 + 7
         PRIMES = [2, 3, 5]
     ''')
-    tests = ["def check(candidate):\n    assert abs(candidate(2) - 12.566) < 0.01\n    assert candidate(1, places=2) == 3.14\ncheck(area)",
+    tests = ["def check(candidate):\n    assert abs(candidate(2) - 12.566) < 0.01\n    assert candidate(1, places=2) "
+             "== 3.14\ncheck(area)",
              "assert isclose(area(2), 12.566, rel_tol=1e-3)", "assert all(sq(i) == i * i for i in range(5))",
              "assert sorted(perm([3, 1, 2])) == [1, 2, 3]", "assert set(uniq([1, 1, 2])) == {1, 2}",
              "assert LIMIT == 1000000007 and PRIMES == [2, 3, 5]", "for i in range(3):\n    assert sq(i) == i ** 2"]
@@ -1390,10 +1432,13 @@ def test_control_prints_temp_files_threads_and_work():
 
 
 REAL_RETURNS = {  # what working solutions return; the old design passed them all
-    "Counter": ("import collections\ndef f():\n    return collections.Counter('aab')\n", "assert f() == {'a': 2, 'b': 1}"),
-    "defaultdict": ("import collections\ndef f():\n    d = collections.defaultdict(int)\n    d['a'] += 2\n    return d\n",
+    "Counter": ("import collections\ndef f():\n    return collections.Counter('aab')\n", "assert f() == {'a': 2, 'b': "
+            "1}"),
+    "defaultdict": ("import collections\ndef f():\n    d = collections.defaultdict(int)\n    d['a'] += 2\n    return "
+                    "d\n",
                     "assert f() == {'a': 2}"),
-    "OrderedDict": ("import collections\ndef f():\n    return collections.OrderedDict(a=1)\n", "assert f() == {'a': 1}"),
+    "OrderedDict": ("import collections\ndef f():\n    return collections.OrderedDict(a=1)\n",
+                    "assert f() == {'a': 1}"),
     "namedtuple": ("import collections\nP = collections.namedtuple('P', 'x y')\ndef f():\n    return P(1, 2)\n",
                    "assert f() == (1, 2)"),
     "numpy_int64": ("import numpy as np\ndef f():\n    return np.array([1, 2]).sum()\n", "assert f() == 3"),

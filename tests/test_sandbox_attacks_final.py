@@ -132,7 +132,8 @@ def host_untouched():
 # up to 2**20 hex digits (4 Mbit): gcd of two such ints takes ~23 s here (0.9 s at 0.8 Mbit).
 # So a 1 MiB reply holds the harness past test_s, on a core that is neither the sandbox's
 # pinned one nor counted by cpu_s, until wall_s kills everything; the tests after it are lost.
-GCD_BOMB = '{"q": [{"i": "f%s1"}, {"i": "e%s3"}]}' % (secrets.token_hex((1 << 19) - 2), secrets.token_hex((1 << 19) - 2))
+GCD_BOMB = '{"q": [{"i": "f%s1"}, {"i": "e%s3"}]}' % (secrets.token_hex((1 << 19) - 2),
+                                                      secrets.token_hex((1 << 19) - 2))
 
 
 def test_a_reply_whose_decoding_is_one_long_c_call_keeps_the_tests_deadline():
@@ -170,7 +171,8 @@ def test_a_ready_message_whose_decoding_is_one_long_c_call_keeps_the_tests_deadl
                  test_s=0.5, wall_s=5.0)
     assert result.passed >= 1 and 0 not in result.errors, result.errors
     assert not result.timed_out and result.passed == 2, (
-        f"FINDING: a Fraction global in the ready message held the harness until wall_s: test 2 {result.errors.get(2)!r}")
+        "FINDING: a Fraction global in the ready message held the harness until wall_s: test 2 "
+        f"{result.errors.get(2)!r}")
 
 
 # A.2 Memory: a reply is capped at 16 MiB of JSON, but the harness holds the parsed JSON and
@@ -455,7 +457,8 @@ ECHO_VALUES = [
     "float('nan')", "-0.0", "float('-inf')", "5e-324", "1.7976931348623157e308", "2 ** 9999", "-(2 ** 10000)",
     "2 ** 100000 + 1", "bytes(range(256))", "'\\ud800\\x00\\n\"\\\\'", "Decimal('sNaN')", "Decimal('-0')",
     "Decimal('1E+999999999')", "Decimal('NaN123')", "Decimal('-Infinity')", "Decimal('0.1000')", "Fraction(-1, 3)",
-    "Fraction(2 ** 200, 3 ** 100)", "complex(float('inf'), -0.0)", "{1: 'a', '1': 'b', (1,): 'c', frozenset(): 'd', None: 'e', b'': 'f', 1.5: 'g'}",
+    "Fraction(2 ** 200, 3 ** 100)", "complex(float('inf'), -0.0)", "{1: 'a', '1': 'b', (1,): 'c', frozenset(): 'd', "
+            "None: 'e', b'': 'f', 1.5: 'g'}",
     "{(1, 2), (3, (4,))}", "((((),),),)", "[[], {}, set(), frozenset(), (), '', b'']", "True", "None",
 ]
 ECHO_SETUP = dedent('''
@@ -486,7 +489,8 @@ def test_honest_long_decimal_round_trips():
     """The codec caps a Decimal's text at 10,000 characters (both ways): a program that
     computes with getcontext().prec = 12000 cannot return its result."""
     program = "from decimal import Decimal, getcontext\ngetcontext().prec = 12000\ndef root2():\n    return Decimal(2).sqrt()\n"
-    result = run(program, ["from decimal import Decimal, getcontext\ngetcontext().prec = 12000\nassert root2() == Decimal(2).sqrt()"])
+    result = run(program, ["from decimal import Decimal, getcontext\ngetcontext().prec = 12000\nassert root2() == "
+                           "Decimal(2).sqrt()"])
     assert result.passed == 1, f"HONEST FAILURE: {result.errors}"
 
 
@@ -530,7 +534,8 @@ def test_an_io_program_cannot_change_the_next_tests_input_through_its_read_write
             pass
         print(int(data) * 2)
     ''')
-    result = run(program, [{"input": "2", "output": "4"}, {"input": "3", "output": "6"}, {"input": "5", "output": "10"}])
+    result = run(program, [{"input": "2", "output": "4"}, {"input": "3", "output": "6"},
+                           {"input": "5", "output": "10"}])
     assert result.passed == 3, f"HACK/ESCAPE: {result.errors}"
 
 

@@ -204,7 +204,8 @@ def test_tmpfs_xattrs_cannot_hold_kernel_memory_past_the_limits():
     host. Here: 10 MiB of xattrs under disk_mb=1, and the host must get the memory back."""
     program = XATTR.replace("@MARK@", MARK).replace("@N@", "160")
     before = _meminfo("SUnreclaim")
-    result = run(program, ["r = held_mib()\nassert r[0] <= 2, 'held %d MiB of xattrs in a 1 MiB /tmp: %s' % r", "linger()"],
+    result = run(program, ["r = held_mib()\nassert r[0] <= 2, 'held %d MiB of xattrs in a 1 MiB /tmp: %s' % r",
+                           "linger()"],
                  disk_mb=1, memory_mb=128, test_s=0.5, wall_s=4.0)
     time.sleep(0.3)
     after = _meminfo("SUnreclaim")
@@ -341,7 +342,8 @@ def test_exec_keeps_every_layer():
         sys.stdout.flush()
         os.execv(target, [target, "-I", "-c", {EXEC_PROBE!r}, lim])
     ''')
-    tests = [{"input": "/usr/bin/python3\n", "output": "contained"}, {"input": sys.executable + "\n", "output": "contained"},
+    tests = [{"input": "/usr/bin/python3\n", "output": "contained"}, {"input": sys.executable + "\n",
+                                                                      "output": "contained"},
              {"input": "memfd\n", "output": "contained"}]
     result = run(program, tests, output_kb=16 << 10)
     escaped = [e for e in result.errors.values() if "ESCAPED" in e]
@@ -398,12 +400,14 @@ def test_a_text_block_before_the_solution_is_not_taken_for_code():
 @pytest.mark.xfail(strict=True, reason="documented (docs/rewards.md): without an entry_point the program is the "
                    "last fenced code block, so a usage example after the solution is what runs")
 def test_a_usage_example_after_the_solution_is_not_the_program():
-    completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # 3\n```\n")
+    completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # "
+                  "3\n```\n")
     assert code_tests(completion, {"tests": ["assert add(1, 2) == 3"]}, wall_s=4.0, test_s=1.0) == 1.0
 
 
 def test_with_an_entry_point_the_block_that_defines_it_is_the_program():
-    completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # 3\n```\n")
+    completion = ("```python\ndef add(a, b):\n    return a + b\n```\nExample usage:\n```python\nprint(add(1, 2))  # "
+                  "3\n```\n")
     sample = {"tests": ["assert add(1, 2) == 3"], "entry_point": "add"}
     assert code_tests(completion, sample, wall_s=4.0, test_s=1.0) == 1.0
 
@@ -432,7 +436,8 @@ BIG_DATA = {
     "argument_over_1_MiB": ("def f(xs):\n    return len(xs)\n", "assert f(list(range(200000))) == 200000"),
     "result_over_2_MiB": ("def f(n):\n    return list(range(n))\n", "assert len(f(300000)) == 300000"),
     "module_level_table": ("MOD = 10 ** 9 + 7\nfact = [1] * 200001\nfor i in range(1, 200001):\n"
-                           "    fact[i] = fact[i - 1] * i % MOD\ndef f(n):\n    return fact[n]\n", "assert f(10) == 3628800"),
+                           "    fact[i] = fact[i - 1] * i % MOD\ndef f(n):\n    return fact[n]\n", "assert f(10) == "
+                                   "3628800"),
 }
 
 
@@ -542,9 +547,11 @@ def test_control_honest_statement_programs():
     ''')
     tests = ["assert linked_sum([1, 2, 3]) == 6", "assert fib(200) == 280571172992510140037611932413038677189525",
              "assert count_calls() == 201", "assert depth(30000) == 30000", "assert list(evens(7)) == [0, 2, 4, 6]",
-             "assert stats([3, 1, 3]) == {'min': 1, 'mean': 7 / 3, 'uniq': {1, 3}, 'pair': (3, 3), 'none': None, 'ok': True}",
+             "assert stats([3, 1, 3]) == {'min': 1, 'mean': 7 / 3, 'uniq': {1, 3}, 'pair': (3, 3), 'none': None, 'ok': "
+             "True}",
              "assert parse('12') == 12 and parse('x') is None",
-             "try:\n    parse('x', strict=True)\nexcept ValueError as e:\n    assert 'not a number' in str(e)\nelse:\n    raise AssertionError('no ValueError')",
+             "try:\n    parse('x', strict=True)\nexcept ValueError as e:\n    assert 'not a number' in str(e)\nelse:\n "
+             "   raise AssertionError('no ValueError')",
              "assert nested() == [[1, [2, (3, {'k': frozenset({4})})]], {(1, 2): [None, True, 1.5]}]",
              "assert fib(300) > fib(299) and count_calls() == 301"]
     result = run(program, tests, test_s=2.0)
@@ -570,7 +577,8 @@ IO_HONEST_FAILING = {
     "dev_stdin": "import sys\nsys.stdin = open('/dev/stdin')\nn = int(input())\nprint(sum(map(int, input().split())))\n",
     "dev_stdout": "n = int(input())\nopen('/dev/stdout', 'w').write(str(sum(map(int, input().split()))) + '\\n')\n",
     # debug output on stderr counts against output_kb (documented for stdout only)
-    "stderr_debug": "import sys\nn = int(input())\nfor i in range(3000):\n    print('debug', i, '.' * 100, file=sys.stderr)\n"
+    "stderr_debug": "import sys\nn = int(input())\nfor i in range(3000):\n    print('debug', i, '.' * 100, "
+                    "file=sys.stderr)\n"
                     "print(sum(map(int, input().split())))\n",
 }
 
@@ -583,16 +591,22 @@ def test_honest_io_idioms(name):
 
 def test_control_honest_io_programs():
     programs = {
-        "thread_stack_recursion": "import sys, threading\nsys.setrecursionlimit(10 ** 6)\nthreading.stack_size(1 << 26)\n"
+        "thread_stack_recursion": "import sys, threading\nsys.setrecursionlimit(10 ** 6)\nthreading.stack_size(1 << "
+                                  "26)\n"
                                   "def d(n):\n    return 0 if n == 0 else 1 + d(n - 1)\n"
-                                  "def main():\n    n = int(input())\n    print(d(50000) - 50000 + sum(map(int, input().split())))\n"
+                                  "def main():\n    n = int(input())\n    print(d(50000) - 50000 + sum(map(int, "
+                                  "input().split())))\n"
                                   "t = threading.Thread(target=main)\nt.start()\nt.join()\n",
-        "stdin_buffer": "import sys\ndata = sys.stdin.buffer.read().split()\nsys.stdout.write(str(sum(map(int, data[1:]))))\n",
+        "stdin_buffer": "import sys\ndata = sys.stdin.buffer.read().split()\nsys.stdout.write(str(sum(map(int, "
+                        "data[1:]))))\n",
         "open_0": "data = open(0).read().split()\nprint(sum(map(int, data[1:])), end='')\n",
-        "readline_alias": "import sys\ninput = sys.stdin.readline\nn = int(input())\nprint(sum(map(int, input().split())))\n",
-        "main_guard_and_exit": "import sys\ndef main():\n    data = sys.stdin.read().split()\n    print(sum(map(int, data[1:])))\n"
+        "readline_alias": "import sys\ninput = sys.stdin.readline\nn = int(input())\nprint(sum(map(int, "
+                          "input().split())))\n",
+        "main_guard_and_exit": "import sys\ndef main():\n    data = sys.stdin.read().split()\n    print(sum(map(int, "
+                               "data[1:])))\n"
                                "if __name__ == '__main__':\n    main()\n    sys.exit(0)\n",
-        "os_write": "import os, sys\ndata = sys.stdin.read().split()\nos.write(1, (str(sum(map(int, data[1:]))) + '\\n').encode())\n",
+        "os_write": "import os, sys\ndata = sys.stdin.read().split()\nos.write(1, (str(sum(map(int, data[1:]))) + "
+                    "'\\n').encode())\n",
     }
     for name, program in programs.items():
         result = run(program, IO_SUM, test_s=2.0)
@@ -601,15 +615,18 @@ def test_control_honest_io_programs():
 
 def test_control_io_edges():
     # reads one line of a 4 MiB input and exits: the harness's pending write must not fail it
-    first = run("import sys\nprint(sys.stdin.readline().strip())\n", [{"input": "first\n" + "x" * (4 << 20), "output": "first"}])
+    first = run("import sys\nprint(sys.stdin.readline().strip())\n", [{"input": "first\n" + "x" * (4 << 20),
+                                                                       "output": "first"}])
     assert first.passed == 1, first.errors
     # output of exactly output_kb passes, one byte more fails
     exact = "import sys\nsys.stdout.write('a' * (int(input()) - 1) + '\\n')\n"
     limit = FAST.output_kb << 10
-    result = run(exact, [{"input": str(limit), "output": "a" * (limit - 1)}, {"input": str(limit + 1), "output": "a" * limit}])
+    result = run(exact, [{"input": str(limit), "output": "a" * (limit - 1)}, {"input": str(limit + 1),
+                                                                              "output": "a" * limit}])
     assert result.passed == 1 and 1 in result.errors, result.errors
     # unicode in and out
-    uni = run("import sys\nsys.stdout.write(sys.stdin.read().upper()[::-1])\n", [{"input": "héllo ✓ 日本", "output": "本日 ✓ OLLÉH"}])
+    uni = run("import sys\nsys.stdout.write(sys.stdin.read().upper()[::-1])\n",
+              [{"input": "héllo ✓ 日本", "output": "本日 ✓ OLLÉH"}])
     assert uni.passed == 1, uni.errors
 
 

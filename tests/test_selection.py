@@ -7,14 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_algorithm_runs import QUIET, say_seven
 
 from aha.algorithms.selection import fill_trajectory, learning_impact
 from aha.cli import main
 from aha.config import ConfigError, TaskConfig
+from aha.eval.selection import trajectories
 from aha.tasks import build_task
 from aha.training.loop import train
-from aha.eval.selection import trajectories
-from test_algorithm_runs import QUIET, say_seven
 
 
 def test_learning_impact_by_hand():

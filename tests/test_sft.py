@@ -6,13 +6,13 @@ import json
 
 import pytest
 import torch
+from test_training import assert_resumes_exactly, config_with_data, metrics
 
 from aha.config import load_config
 from aha.models import load
 from aha.tasks import TaskError, encode_prompts
 from aha.tasks.base import Task
 from aha.training.loop import train
-from test_training import assert_resumes_exactly, config_with_data, metrics
 
 ROWS = [{"prompt": f"What is {a} * {b}?", "response": f"{a} * {b} = {a * b}."} for a, b in
         [(3, 4), (5, 6), (7, 8), (2, 9), (6, 6), (4, 7)]]
@@ -24,7 +24,8 @@ output_dir: {out}
 task: {{name: arithmetic, a_max: 20, num_eval: 12}}
 sft: {{data: {data}, batch_size: 4}}
 rollout: {{max_new_tokens: 8}}
-train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false, dtype: float32}}
+train: {{steps: 4, lr: 1.0e-2, checkpoint_every: 2, keep_checkpoints: 5, micro_batch_size: 4, report: false,
+        dtype: float32}}
 eval: {{before: false, after: false}}
 """
 

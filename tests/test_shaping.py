@@ -5,8 +5,8 @@ import torch
 
 from aha.algorithms import (
     adapt_length_coef,
-    length_cost,
     dither_rewards,
+    length_cost,
     outcome_token_rewards,
     overlong_penalty,
     replay_priorities,

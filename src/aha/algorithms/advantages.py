@@ -98,7 +98,8 @@ def remax_advantages(rewards: torch.Tensor, greedy_rewards: torch.Tensor) -> tor
     so does every sample of a prompt whose greedy reward is non-finite (no baseline)."""
     _check_groups(rewards, 1, "ReMax")
     if greedy_rewards.shape != rewards.shape[:1]:
-        raise ValueError(f"greedy_rewards must be (num_prompts,) = {tuple(rewards.shape[:1])}, got {tuple(greedy_rewards.shape)}")
+        raise ValueError(f"greedy_rewards must be (num_prompts,) = {tuple(rewards.shape[:1])}, got "
+                         f"{tuple(greedy_rewards.shape)}")
     baseline = greedy_rewards.unsqueeze(1)
     valid = finite_reward_mask(rewards) & finite_reward_mask(baseline)
     return torch.where(valid, rewards - baseline, 0)

@@ -55,7 +55,8 @@ def outcome_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Te
     # the last valid column, whether or not the valid tokens are contiguous (a multi-turn
     # episode's mask has the environment's turns as gaps)
     columns = torch.arange(mask.shape[1]).expand(mask.shape)
-    last = torch.where(mask.bool(), columns, -1).amax(dim=1).clamp(min=0) if mask.shape[1] else torch.zeros(len(rewards), dtype=torch.long)
+    last = torch.where(mask.bool(), columns,
+                       -1).amax(dim=1).clamp(min=0) if mask.shape[1] else torch.zeros(len(rewards), dtype=torch.long)
     token_rewards[torch.arange(len(rewards)), last] = torch.where(mask.sum(dim=1) > 0, rewards, 0)
     return token_rewards
 

@@ -1,11 +1,12 @@
 """Multi-turn environments: the Environment interface (base.py), the built-ins (builtin.py)
 and the rollout that plays episodes with an engine (episodes.py)."""
 
-from aha.envs.base import EnvError, Environment, EnvFactory, Turn, check_turn
+from aha.envs.base import EnvError, EnvFactory, Environment, Turn, check_turn
 from aha.envs.builtin import BUILT_IN_ENVIRONMENTS, ToolUse, TryAgain, calculate
 from aha.envs.episodes import Episode, EpisodeRunner, Episodes, TurnBridge, run_episodes
 
-__all__ = ["BUILT_IN_ENVIRONMENTS", "EnvError", "EnvFactory", "Environment", "Episode", "EpisodeRunner", "Episodes", "ToolUse",
+__all__ = ["BUILT_IN_ENVIRONMENTS", "EnvError", "EnvFactory", "Environment", "Episode", "EpisodeRunner", "Episodes",
+           "ToolUse",
            "TryAgain", "Turn", "TurnBridge", "build_environment", "calculate", "check_turn", "run_episodes"]
 
 

@@ -164,7 +164,8 @@ class ToolUse:
             return calculate(code)
         from aha.rewards.code import SandboxLimits, run_program
 
-        printed, error = run_program(code.strip("\n"), limits=SandboxLimits(wall_s=self.timeout_s + 5, test_s=self.timeout_s))
+        printed, error = run_program(code.strip("\n"), limits=SandboxLimits(wall_s=self.timeout_s + 5,
+                                                                            test_s=self.timeout_s))
         out = printed if error is None else f"{printed}{error}"
         return out.strip()[-self.max_output:] or "(no output)"
 
@@ -172,7 +173,8 @@ class ToolUse:
         call = _CALL.search(action)
         if call is not None:
             self.calls += 1
-            return Turn(0.0, False, f"Output: {self.run(call.group(1), call.group(2))}", info={"tool_calls": float(self.calls)})
+            return Turn(0.0, False, f"Output: {self.run(call.group(1), call.group(2))}",
+                        info={"tool_calls": float(self.calls)})
         score, right = _judge(self.reward, action, self.sample, self.correct_min)
         return Turn(score, True, info={"tool_calls": float(self.calls), "correct": float(right)})
 

@@ -63,9 +63,11 @@ class TurnBridge:
         does not end a turn). stop_token: the policy's turn ended on this stop token (None: it
         was cut at its budget), which the bridge then does not repeat."""
         before, after = self.around
-        encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])  # noqa: E731
+        # noqa: E731
+        encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])
         ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
-        if ids and stop_token is not None and ids[0] == stop_token:  # the policy's stop token is the template's end of turn
+        # the policy's stop token is the template's end of turn
+        if ids and stop_token is not None and ids[0] == stop_token:
             ids = ids[1:]
         return ids
 

@@ -55,23 +55,27 @@ def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int 
     ids = sorted(by_problem)
     n = min(len(by_problem[i]) for i in ids)
     ks = ks_up_to(n)
-    samples = {i: [dict(s, stated_confidence=stated_confidence(s["completion"])) for s in by_problem[i][:n]] for i in ids}
+    samples = {i: [dict(s, stated_confidence=stated_confidence(s["completion"])) for s in by_problem[i][:n]]
+               for i in ids}
     correct = {i: [s["score"] >= CORRECT_MIN for s in samples[i]] for i in ids}
     counts = [sum(correct[i]) for i in ids]
     per_problem = lambda fn: _curve(np.array([[fn(i, k) for k in ks] for i in ids]), ks, seed)
     column = lambda i, field: [s.get(field) for s in samples[i]]
-    vote = lambda i, k, weights=None: vote_at_k(column(i, "answer"), correct[i], k, weights, draws=vote_draws, seed=seed)
+    vote = lambda i, k, weights=None: vote_at_k(column(i, "answer"), correct[i], k, weights, draws=vote_draws,
+                                                seed=seed)
     curves = {"pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed)}
     blocker = voting_blocker([a for i in ids for a in column(i, "answer")], [c for i in ids for c in correct[i]])
     if blocker is None:
         curves["maj@k"] = per_problem(vote)
     extra = sorted({f for i in ids for s in samples[i] for f in s if f.startswith(RANK_PREFIX)})
-    has = lambda field: all(field in s for i in ids for s in samples[i])  # a cache drawn before a score existed lacks it
+    # a cache drawn before a score existed lacks it
+    has = lambda field: all(field in s for i in ids for s in samples[i])
     for name, field in {**RANKINGS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
         if has(field):
             curves[f"best_of_k ({name})"] = per_problem(lambda i, k: best_of_k(column(i, field), correct[i], k))
     for name, field in {**VOTE_WEIGHTS, **{f[len(RANK_PREFIX):]: f for f in extra}}.items():
-        if blocker is None and (field == "stated_confidence" or has(field)):  # a sample stating no confidence gets no vote
+        # a sample stating no confidence gets no vote
+        if blocker is None and (field == "stated_confidence" or has(field)):
             weights = {i: [w if w is not None and w > 0 else 0.0 for w in column(i, field)] for i in ids}  # NaN: none
             if any(any(w) for w in weights.values()):
                 curves[f"weighted maj@k ({name})"] = per_problem(lambda i, k: vote(i, k, weights[i]))
@@ -113,7 +117,8 @@ def compare(summaries: dict[str, dict]) -> dict:
             "pass@k_crossings": crossings(a["curves"]["pass@k"], b["curves"]["pass@k"])}
 
 
-def examples(problems: list[dict], by_model: dict[str, dict[str, list[dict]]], comparison: dict, per_group: int = 2) -> list[dict]:
+def examples(problems: list[dict], by_model: dict[str, dict[str, list[dict]]], comparison: dict,
+             per_group: int = 2) -> list[dict]:
     """A few problems from each coverage group (or the first ones, for one model), with each
     model's solve count and one sample: a correct one where there is one."""
     groups = comparison.get("coverage") or {"all": [p["id"] for p in problems]}

@@ -40,7 +40,8 @@ def pass_at_k_table(ns: list[int], cs: list[int], ks: list[int]) -> np.ndarray:
     return np.array([[pass_at_k(n, c, k) if k <= n else np.nan for k in ks] for n, c in zip(ns, cs)])
 
 
-def bootstrap_ci(per_problem: np.ndarray, level: float = 0.95, draws: int = 1000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_ci(per_problem: np.ndarray, level: float = 0.95, draws: int = 1000, seed: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of the mean over problems (rows), for each column:
     the uncertainty from which problems were drawn, at fixed samples per problem."""
     values = np.asarray(per_problem, dtype=np.float64)

@@ -69,7 +69,8 @@ class SampleCache:
     def _stale(self, stored: str | None) -> str:
         what = (f"samples of other weights: weights id {stored} there, {self.meta['weights']} now "
                 "(the model was retrained or changed since they were drawn)") if stored else \
-            f"samples drawn before aha recorded the weights' id, so they may be of other weights than {self.meta['weights']}"
+            ("samples drawn before aha recorded the weights' id, so they may be of other weights than "
+             f"{self.meta['weights']}")
         return (f"{self.folder} holds {what}; they are not reused. To draw new samples, give another --out "
                 f"or delete {self.folder}")
 
@@ -103,7 +104,8 @@ def draw_samples(engine: Engine, task: Task, problems: list[dict], scorer: Score
     score stops it with a ScorerError; the chunks already appended stay in the cache."""
     have = cache.load() if have is None else have
     missing = [(p, n - len(have.get(p["id"], []))) for p in problems if len(have.get(p["id"], [])) < n]
-    bar = tqdm(total=len(problems) * n, initial=len(problems) * n - sum(m for _, m in missing), desc=desc, unit="sample")
+    bar = tqdm(total=len(problems) * n, initial=len(problems) * n - sum(m for _, m in missing), desc=desc,
+               unit="sample")
     # whole problems per generate() call: each prompt is prefilled once for all its samples
     per_call = max(1, engine.batch_size // n)
     for start in range(0, len(missing), per_call):

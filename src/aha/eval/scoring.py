@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Callable
 
 from aha.config import Config
+from aha.prompts import prompt_text
 from aha.rewards.compose import CompositeReward, build_reward
 from aha.rewards.functions import SHORT_NAMES, RewardError, resolve_function
-from aha.prompts import prompt_text
 
 REWARD = "reward"
 SLACK = 1e-6  # a total is a float32 sum of weighted parts: 0.4 + 0.6 may land a hair under 1.0

@@ -73,8 +73,8 @@ def build_rankers(config: Config) -> dict:
 
 
 def _study(config: Config, models: list[str], n: int, out: Path, task, problems, scorer, rankers) -> dict:
-    from aha.rollout import build_engine
     from aha.models.compute import resolve_dtype
+    from aha.rollout import build_engine
 
     ro = config.rollout
     max_new = config.eval.max_new_tokens or ro.max_new_tokens
@@ -100,7 +100,8 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
         else:
             by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
         for name, (reward, spec) in rankers.items():
-            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec, reward), problems, by_problem,
+            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec, reward), problems,
+                                 by_problem,
                                  desc=f"rank {label} by {name}")
             by_problem = {pid: [dict(s, **{f"{RANK_PREFIX}{name}": x}) for s, x in zip(got, scores[pid])]
                           for pid, got in by_problem.items()}

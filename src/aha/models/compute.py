@@ -104,7 +104,8 @@ def grouped_query_attention(module, query: torch.Tensor, key: torch.Tensor, valu
         # model's SDPA path does, and takes the same additive mask
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                                      **kwargs)
     N, H, T, d = query.shape
     KV, L = key.shape[1], key.shape[2]
     g = H // KV
@@ -139,7 +140,8 @@ def attention_for(model, scores: int):
     config = model.config
     current = config._attn_implementation
     # a composite model (vision tower, ...) may set each part on its own: left as it is
-    switchable = getattr(model, "_can_set_attn_implementation", lambda: False)() and not getattr(config, "sub_configs", None)
+    switchable = getattr(model, "_can_set_attn_implementation",
+                         lambda: False)() and not getattr(config, "sub_configs", None)
     if scores > EAGER_ATTENTION_MAX_SCORES or current != "sdpa" or not switchable:
         yield
         return

@@ -20,8 +20,8 @@ from itertools import accumulate
 import torch
 from torch import nn
 
-from aha.models.reward_model import right_pad
 from aha.models.compute import autocast
+from aha.models.reward_model import right_pad
 
 AGGREGATES = ("min", "sum", "mean")
 
@@ -70,7 +70,8 @@ class ProcessRewardModel(nn.Module):
         self.head = head
         self.pad_id = pad_id
 
-    def forward(self, sequences: list[list[int]], ends: list[list[int]], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    def forward(self, sequences: list[list[int]], ends: list[list[int]],
+                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(sum of len(ends),) fp32 step scores (logits of "this step is right"), row by row,
         step by step. Differentiable unless called under no_grad."""
         with autocast(dtype):

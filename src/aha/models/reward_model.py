@@ -23,7 +23,7 @@ def reward_head(hidden_size: int, heads: int, seed: int, std: float = 0.02) -> n
 
     Not zero like the critic's head (models/value.py): zero heads would all be the same
     function, and an ensemble's heads must differ. Each head gets its own random
-    direction here, and the trainer (training/reward_model.py) also trains each head on
+    direction here, and the trainer (training/supervised/reward_model.py) also trains each head on
     its own bootstrap resample of the pairs, the classic way to make ensemble members
     disagree where the data is thin. std 0.02 is the usual transformer initialiser
     range, so first scores are small and the loss starts near log 2."""

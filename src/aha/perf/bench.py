@@ -106,7 +106,8 @@ def phase_rates(run: RunTimes, samples_per_step: int, prompts_per_step: int, pro
         generated = samples_per_step * run.completion_length[i]
         update_s = run.step_s[i] - run.generate_s[i] - run.sync_s[i]
         trained = generated + prompts_per_step * prompt_tokens  # the learner runs each group's prompt once
-        gen.append((generated / run.generate_s[i], 2 * params * (generated + prompts_per_step * prompt_tokens) / run.generate_s[i]))
+        gen.append((generated / run.generate_s[i],
+                    2 * params * (generated + prompts_per_step * prompt_tokens) / run.generate_s[i]))
         upd.append((trained / update_s, 6 * params * trained / update_s))
         sync.append(run.sync_s[i])
     med = lambda xs, k: statistics.median(x[k] for x in xs)
@@ -175,7 +176,8 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
 
 def table(result: dict) -> str:
     rows = ["| pair | trainer | s/step (median, steps 2+) | reward first -> last | generated tok/s | trained tok/s "
-            "| generate / update FLOP share of peak | weight sync s | peak RSS GB |", "|---|---|---|---|---|---|---|---|---|"]
+            "| generate / update FLOP share of peak | weight sync s | peak RSS GB |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for i, (run, rates) in enumerate(zip(result["runs"], result["aha"]), 1):
         a = run["aha"]
         rows.append(f"| {i} | aha | {rates['step_s']:.2f} | {a['reward'][0]:.2f} -> {a['reward'][-1]:.2f} | "
@@ -188,6 +190,7 @@ def table(result: dict) -> str:
                         f"{t['reward'][0]:.2f} -> {t['reward'][-1]:.2f} | | | | | {t['peak_rss_gb']:.1f} |")
     if "speedup" in result:
         s = result["speedup"]
-        rows.append(f"\naha is {s['median']:.2f}x faster than TRL per step (min {s['min']:.2f}, max {s['max']:.2f} over "
+        rows.append(f"\naha is {s['median']:.2f}x faster than TRL per step (min {s['min']:.2f}, max {s['max']:.2f} "
+                    "over "
                     f"{result['pairs']} pairs)")
     return "\n".join(rows)

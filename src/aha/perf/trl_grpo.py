@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-
 # what TRL's GRPOTrainer is given to match; any other value of these keys is refused
 MATCHED = {"algorithm.advantage": "grpo", "algorithm.policy_loss": "ppo", "algorithm.kl_coef": 0.0,
            "algorithm.epochs": 1, "algorithm.mini_batches": 1, "algorithm.mask_truncated": False,
@@ -34,7 +33,8 @@ def unmatched(config) -> list[str]:
         if value != expected:
             out.append(f"{key}={value!r} (the bench matches {expected!r})")
     if config.algorithm.loss_agg not in ("token_mean", "seq_mean_token_mean"):
-        out.append(f"algorithm.loss_agg={config.algorithm.loss_agg!r} (the bench matches token_mean and seq_mean_token_mean)")
+        out.append(f"algorithm.loss_agg={config.algorithm.loss_agg!r} (the bench matches token_mean and "
+                   "seq_mean_token_mean)")
     return out
 
 
@@ -44,10 +44,10 @@ def micro_batch(per_step: int, micro_batch_size: int) -> int:
 
 
 def trl_config_for(config, out_dir: str, steps: int):
+    import torch
     from trl import GRPOConfig
 
     from aha.models.compute import resolve_dtype
-    import torch
 
     ro, algo, train = config.rollout, config.algorithm, config.train
     per_step = ro.prompts_per_step * ro.group_size
@@ -77,9 +77,9 @@ def run(config_path: str, out_json: str, overrides: list[str], steps: int) -> di
     from aha.config import load_config
     from aha.models.compute import stop_ids
     from aha.models.loading import EMBEDDED, cache_dir, load
+    from aha.prompts import chat_messages
     from aha.rewards import build_reward
     from aha.tasks import build_task
-    from aha.prompts import chat_messages
 
     config = load_config(config_path, overrides)
     task = build_task(config.task, config.base_dir)
@@ -111,7 +111,8 @@ def run(config_path: str, out_json: str, overrides: list[str], steps: int) -> di
             self.seconds.append(time.perf_counter() - self.t0)
 
     clock = StepClock()
-    trainer = GRPOTrainer(model=folder, reward_funcs=aha_reward, args=trl_config_for(config, str(Path(out_json).parent / "trl_out"), steps),
+    trainer = GRPOTrainer(model=folder, reward_funcs=aha_reward,
+                          args=trl_config_for(config, str(Path(out_json).parent / "trl_out"), steps),
                           train_dataset=Dataset.from_list(rows), processing_class=loaded.tokenizer, callbacks=[clock])
     del loaded
     trainer.train()

@@ -5,9 +5,9 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 
 from aha.rewards.code import SandboxError, SandboxLimits, code_tests, run_python
 from aha.rewards.compose import Component, CompositeReward, RewardFailureError, RewardResult, build_reward
+from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.functions import RewardError, StepScores, batched, resolve_function
 from aha.rewards.pool import WorkerPool
-from aha.rewards.formats import json_format, length_limit, think_answer_format
 from aha.rewards.puzzles import countdown, list_answer, yes_no
 from aha.rewards.reference import bleu, chrf, rouge_l
 from aha.rewards.shaping import calibration_reward, length_penalty, stated_confidence, target_length_bonus

@@ -47,7 +47,8 @@ def load_labels(path: str | Path) -> list[dict]:
     for number, record in read_jsonl(path, RewardError):
         if not isinstance(record, dict) or "completion" not in record or not isinstance(record.get("label"), bool) \
                 or ("reference" not in record and "answer" not in record):
-            raise RewardError(f"{path}:{number}: needs 'completion', 'reference' (or 'answer') and a true/false 'label'")
+            raise RewardError(f"{path}:{number}: needs 'completion', 'reference' (or 'answer') and a "
+                              "true/false 'label'")
         records.append(record)
     if not records:
         raise RewardError(f"{path}: no labelled records")
@@ -96,5 +97,6 @@ def format_audit(result: AuditResult, name: str, examples: int = 3) -> str:
     lines.append("  by category (errors / n): " + ", ".join(f"{k} {v['fp'] + v['fn']}/{v['n']}" for k, v in worst))
     for title, rows in (("false negatives", result.false_negatives), ("false positives", result.false_positives)):
         for row in rows[:examples]:
-            lines.append(f"  {title[:-1]}: reference {row.get('reference', row.get('answer'))!r}, completion {row['completion']!r}")
+            lines.append(f"  {title[:-1]}: reference {row.get('reference', row.get('answer'))!r}, completion "
+                         f"{row['completion']!r}")
     return "\n".join(lines)

@@ -182,7 +182,8 @@ def run_program(code: str, stdin: str = "", limits: SandboxLimits = SandboxLimit
 
 def _run_harness(code: str, tests: list, setup: str, limits: SandboxLimits,
                  entry_point: str | list[str] | None, capture: bool = False) -> SandboxResult:
-    job = {"capture": capture, "code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point), "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
+    job = {"capture": capture, "code": code, "tests": tests, "setup": setup, "entry_point": _entry_points(entry_point),
+           "test_timeout_s": limits.test_s, "cpu_s": limits.cpu_s,
            "memory_bytes": limits.memory_mb << 20, "output_bytes": limits.output_kb << 10,
            "disk_bytes": limits.disk_mb << 20, "allow_weaker": limits.allow_weaker,
            "extra_read": _check_extra_read(limits.extra_read), "caller_pid": os.getpid()}

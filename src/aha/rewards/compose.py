@@ -46,7 +46,8 @@ class RewardResult:
     total: torch.Tensor  # (N,) weighted sum of components
     components: dict[str, torch.Tensor]  # name -> (N,) unweighted values
     failed: torch.Tensor  # (N,) bool: some component raised or gave NaN/inf on this sample
-    failures: dict[str, int] = field(default_factory=dict)  # component name ("total": an overflow) -> samples it failed on
+    # component name ("total": an overflow) -> samples it failed on
+    failures: dict[str, int] = field(default_factory=dict)
     # per sample, (character offset where a step ends, its share of total) from components that
     # scored step by step (StepScores); None when none did. What total holds beyond them is
     # the outcome part, paid at the last token.
@@ -76,7 +77,8 @@ class Component:
             except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
                 return [Outcome(error=f"{type(err).__name__}: {err}")] * len(completions)
             if len(values) != len(completions):
-                return [Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")] * len(completions)
+                wrong = Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")
+                return [wrong] * len(completions)
             return [Outcome(error="no score") if v is None else Outcome(value=v) for v in values]
         outcomes = []
         for completion, sample in zip(completions, samples):

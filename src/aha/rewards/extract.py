@@ -30,8 +30,8 @@ _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # so that "Final Answer: The final answer is 5" yields both anchors and the later one wins
 _ANSWER_ANCHOR = re.compile(r"\banswer\s*(is\s*n[o']t\b|is\b|:|=)\s*:?[ \t]*(?=([^\n]*))", re.IGNORECASE)
 # an answer line ends with its sentence or clause: "The answer is 12, because ..." is 12
-_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope it is correct|,?\s+(?:then|because|since|so|which|where|when|if|but)\b",
-                           re.IGNORECASE)
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope it is correct"
+                           r"|,?\s+(?:then|because|since|so|which|where|when|if|but)\b", re.IGNORECASE)
 
 
 def strip_hidden(text: str) -> str:

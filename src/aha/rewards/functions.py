@@ -58,7 +58,8 @@ class StepScores:
 
     def __post_init__(self):
         if len(self.ends) != len(self.values):
-            raise ValueError(f"StepScores needs one end per value, got {len(self.ends)} ends and {len(self.values)} values")
+            raise ValueError(f"StepScores needs one end per value, got {len(self.ends)} ends and {len(self.values)} "
+                             "values")
         if any(isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 1 for e in self.ends):
             raise ValueError(f"StepScores ends are character offsets after each step (integers >= 1), got {self.ends}")
         object.__setattr__(self, "ends", tuple(int(e) for e in self.ends))  # numpy integers too

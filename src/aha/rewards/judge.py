@@ -24,8 +24,8 @@ import re
 
 import torch
 
-from aha.rewards.functions import batched
 from aha.prompts import prompt_text
+from aha.rewards.functions import batched
 
 _JUDGES: dict[str, object] = {}
 _INTEGER = re.compile(r"\d+")
@@ -33,7 +33,8 @@ SYSTEM = "You are a careful, strict grader. You grade a response against a rubri
 TEMPLATE = "Rubric:\n{rubric}\n\nQuestion:\n{prompt}\n\n{reference}Response:\n{completion}\n\n{instruction}"
 INSTRUCTIONS = {
     "yes_no": "Does the response meet the rubric? Answer Yes or No.",
-    "expected": "Grade how well the response meets the rubric, from 0 (not at all) to {scale} (fully). Reply with the number only.",
+    "expected": "Grade how well the response meets the rubric, from 0 (not at all) to {scale} (fully). Reply with the "
+                "number only.",
 }
 INSTRUCTIONS["generate"] = INSTRUCTIONS["expected"]
 PREFIX = {"yes_no": "", "expected": "Score: ", "generate": "Score: "}
@@ -75,7 +76,8 @@ def answer_tokens(tokenizer, mode: str, scale: int) -> tuple[list[int], list[flo
     values = [1.0, 0.0] if mode == "yes_no" else [d / scale for d in range(scale + 1)]
     ids = [tokenizer.encode(w, add_special_tokens=False)[0] for w in words]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"mode {mode!r}: answers {words} start with the same token in the judge's tokenizer; use mode: generate")
+        raise ValueError(f"mode {mode!r}: answers {words} start with the same token in the judge's tokenizer; use "
+                         "mode: generate")
     return ids, values
 
 
@@ -104,7 +106,8 @@ def _expected_grades(model, tokenizer, prompts: list[list[int]], mode: str, scal
 
 
 @torch.no_grad()
-def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int, max_new_tokens: int) -> list[float | None]:
+def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int,
+                      max_new_tokens: int) -> list[float | None]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), tokenizer.pad_token_id)
     mask = torch.zeros_like(ids)
@@ -129,7 +132,8 @@ def rubric_judge(completions: list[str], samples: list[dict], rubric: str, model
     if not 1 <= scale <= (9 if mode == "expected" else 100):
         raise ValueError(f"scale {scale} out of range (1..9 for expected, 1..100 for generate)")
     loaded = judge_model(model)
-    prompts = [_encode(loaded.tokenizer, judge_messages(rubric, s, c, mode, scale, show_reference, max_chars), PREFIX[mode])
+    prompts = [_encode(loaded.tokenizer, judge_messages(rubric, s, c, mode, scale, show_reference, max_chars),
+                       PREFIX[mode])
                for c, s in zip(completions, samples)]
     grades: list[float | None] = []
     for start in range(0, len(prompts), batch_size):

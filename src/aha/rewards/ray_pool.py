@@ -10,10 +10,10 @@ import time
 from collections import deque
 from pathlib import Path
 
-from aha.rewards.functions import bind_args, resolve_function
-from aha.rewards.pool import Outcome
 from aha.config import RayConfig
 from aha.ray_cluster import kill_actor, ray_module, start_ray
+from aha.rewards.functions import bind_args, resolve_function
+from aha.rewards.pool import Outcome
 
 
 class RewardActor:

@@ -154,7 +154,8 @@ def _percent_as_value(parsed: list, gold: list) -> list:
     if any(get_pct_val(g) is not None for g in gold if not isinstance(g, str)) \
             or all(isinstance(p, str) or get_pct_val(p) is None for p in parsed):
         return parsed
-    return [p if get_pct_val(p) is None else get_pct_val(p) * Rational(1, 100) for p in parsed if not isinstance(p, str)]
+    return [p if get_pct_val(p) is None else get_pct_val(p) * Rational(1, 100)
+            for p in parsed if not isinstance(p, str)]
 
 
 def _plain_text(text: str) -> str:
@@ -224,7 +225,8 @@ _SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n")
 
 def _hedges(text: str, choices: str) -> bool:
     """True if `text` lists several different choices as its answer ("A or B", "A B C D")."""
-    return any(len({c for c in _CHOICE.findall(run.group()) if c in choices}) > 1 for run in _CHOICE_LIST.finditer(text))
+    return any(len({c for c in _CHOICE.findall(run.group()) if c in choices}) > 1
+               for run in _CHOICE_LIST.finditer(text))
 
 
 def multiple_choice(completion: str, sample: dict, choices: str = "ABCDEFGHIJ") -> float:

@@ -125,7 +125,8 @@ class LlamaDecoding:
         # products): queries and keys rotate together in four operations
         cos, sin = cos[:, :, None], torch.cat([-sin[..., :d // 2], sin[..., d // 2:]], dim=-1)[:, :, None]
         # the additive mask eager attention takes: 0 to attend, the dtype's minimum not to
-        additive = torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(mask == 0, torch.finfo(x.dtype).min)[:, None, None]
+        additive = torch.zeros(mask.shape, dtype=x.dtype).masked_fill_(mask == 0, torch.finfo(x.dtype).min)
+        additive = additive[:, None, None]
         for index, layer in enumerate(self.layers):
             module = layer.module
             qk, v = layer.qkv(module.input_layernorm(x)).split(layer.split, dim=-1)

@@ -155,7 +155,8 @@ def concat_rollouts(parts: list[Rollouts], pad_id: int) -> Rollouts:
         return parts[0]
     P = max(p.prompt_ids.shape[1] for p in parts)
     T = max(p.completion_ids.shape[1] for p in parts)
-    stack = lambda name, width, value, left=False: torch.cat([_pad_to(getattr(p, name), width, value, left) for p in parts])
+    stack = lambda name, width, value, left=False: torch.cat([_pad_to(getattr(p, name), width, value,
+                                                                      left) for p in parts])
     return Rollouts(
         prompt_ids=stack("prompt_ids", P, pad_id, left=True),
         prompt_mask=stack("prompt_mask", P, 0, left=True),

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from aha.models.adapters import plain_tensors
-from aha.rollout.settings import EngineSettings
 from aha.rollout.rollouts import PartialRound, Rollouts, rollouts_from_samples
+from aha.rollout.settings import EngineSettings
 
 START_TIMEOUT_S = 600  # loading vLLM and warming it up took 20-110 s on 2 cores
 STOP_TIMEOUT_S = 10

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aha.config import BUILT_IN_TASKS, TaskConfig
-from aha.tasks.arithmetic import arithmetic_splits
 from aha.errors import TaskError
+from aha.tasks.arithmetic import arithmetic_splits
 from aha.tasks.procedural import TASKS, procedural_splits
 from aha.tasks.samples import Fields, load_samples
 
@@ -53,7 +53,8 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
     elif cfg.name is None:
         raise TaskError("task.eval_data needs task.data (the training samples of the same JSONL task)")
     else:
-        raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set task.data")
+        raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set "
+                        "task.data")
     for i, shot in enumerate(cfg.few_shot):
         if set(shot) != {"prompt", "answer"}:
             raise TaskError(f"task.few_shot[{i}] must have exactly the keys prompt and answer, got {sorted(shot)}")

@@ -238,7 +238,8 @@ def _linear_equation(rng: Random, d: int, cfg: TaskConfig):
 
 
 TASKS: dict[str, Procedural] = {
-    "multi_digit": Procedural(_multi_digit, "a op b with operands of `difficulty` digits (task.operators, task.template)"),
+    "multi_digit": Procedural(_multi_digit, "a op b with operands of `difficulty` digits (task.operators, "
+                                            "task.template)"),
     "countdown": Procedural(_countdown, "reach a target from difficulty + 2 numbers with + - * /"),
     "shortest_path": Procedural(_shortest_path, "edges on a shortest path in a graph of difficulty + 4 nodes"),
     "connectivity": Procedural(_connectivity, "is there a path between two nodes (difficulty + 5 nodes)"),

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aha.errors import TaskError
-from aha.tasks.files import StreamedRows, read_rows
 from aha.prompts import check_prompt
+from aha.tasks.files import StreamedRows, read_rows
 
 ANSWER_OR = "tests"  # a code task's reference is its tests
 
@@ -43,7 +43,8 @@ def checked_rows(rows, missing, transform=None):
             raise TaskError(f"{where}: each row must be an object of fields, got {type(row).__name__}")
         absent = missing(row)
         if absent:
-            raise TaskError(f"{where}: missing field(s) {absent} (the row has: {', '.join(map(str, row)) or 'nothing'})")
+            has = ", ".join(map(str, row)) or "nothing"
+            raise TaskError(f"{where}: missing field(s) {absent} (the row has: {has})")
         if transform is not None:
             row = transform(row, where)
         problem = check_prompt(row["prompt"], where)
@@ -88,8 +89,9 @@ def load_samples(path: Path, fields: Fields = Fields(), split: str | None = None
     for where, sample, position in checked_rows(rows, shape.missing, shape.as_sample):
         key = str(sample["id"])
         if not key.strip() or key in seen:  # a curriculum, aha select and pass@k caches key samples by id
-            raise TaskError(f"{where}: id {sample['id']!r} " + ("is empty" if not key.strip() else
-                            f"is also the id of {source.fetch(seen[key])[0] if stream else seen[key]}") + ": each sample needs its own id (or none: aha "
+            other = "is empty" if not key.strip() else \
+                f"is also the id of {source.fetch(seen[key])[0] if stream else seen[key]}"
+            raise TaskError(f"{where}: id {sample['id']!r} {other}: each sample needs its own id (or none: aha "
                             "then names it by its file and row)")
         # streaming keeps the first row's position, not its text: an error reads it back
         seen[key] = where if not stream else position
@@ -114,7 +116,8 @@ class _SampleShape:
         if fields.template is not None:
             try:
                 sample["prompt"] = fields.template.format_map(row)
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:  # a format spec the value refuses
+            # a format spec the value refuses
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
                 raise TaskError(f"{where}: task.prompt_template could not be filled from this row "
                                 f"({type(err).__name__}: {err})") from None
         elif fields.prompt in row:

@@ -17,9 +17,9 @@ from pathlib import Path
 from random import Random
 
 from aha.config import TaskConfig
+from aha.errors import TaskError
 from aha.rewards.verifiers import numeric_answer
 from aha.tasks.arithmetic import OPS, arithmetic_splits
-from aha.errors import TaskError
 
 SUBSETS = ("off_by_small", "digit_error", "wrong_operand", "no_answer", "long_wrong")
 FORMS = ("plain", "worked", "steps")  # "38 * 7 = 266." / one line with the partial products / one step a line
@@ -58,7 +58,8 @@ def solution(a: int, op: str, b: int, bad: int | None = None, rng: Random | None
         o2 = rng.choice([d for d in range(1, 10) if d != o]) if bad == 0 else o  # a wrong split
         if op == "*":
             x, y = val(1, t * b), val(2, o2 * b)
-            return [f"{a} * {b} = {t} * {b} + {o2} * {b}", f"{t} * {b} = {x}", f"{o2} * {b} = {y}", f"{x} + {y} = {val(3, x + y)}"]
+            return [f"{a} * {b} = {t} * {b} + {o2} * {b}", f"{t} * {b} = {x}", f"{o2} * {b} = {y}", f"{x} + {y} = "
+                    f"{val(3, x + y)}"]
         v = val(1, OPS[op](o2, b))
         rest = f"{t} + {v}" if v >= 0 else f"{t} - {-v}"
         return [f"{a} {op} {b} = {t} + {o2} {op} {b}", f"{o2} {op} {b} = {v}", f"{rest} = {val(2, t + v)}"]
@@ -126,7 +127,8 @@ def sft_record(sample: dict, seed: int) -> dict:
     rng = Random(f"{seed}:sft:{sample['id']}")
     a, op, b = _operands(sample)
     response = _completion(rng.choice(FORMS[:2]), a, op, b, solution(a, op, b), int(sample["answer"]))
-    return {"id": sample["id"], "prompt": sample["prompt"], "response": _score(response, sample, 1.0), "answer": sample["answer"]}
+    return {"id": sample["id"], "prompt": sample["prompt"], "response": _score(response, sample, 1.0),
+            "answer": sample["answer"]}
 
 
 def preference_record(sample: dict, subset: str, seed: int) -> dict:
@@ -164,7 +166,8 @@ def step_record(sample: dict, seed: int) -> dict:
         bad = len(steps)
     labels = [1 if i < bad else 0 for i in range(len(steps))]
     _score("\n".join(steps), sample, float(labels[-1]))
-    return {"id": sample["id"], "prompt": sample["prompt"], "steps": steps, "labels": labels, "answer": sample["answer"]}
+    return {"id": sample["id"], "prompt": sample["prompt"], "steps": steps, "labels": labels,
+            "answer": sample["answer"]}
 
 
 def synthetic_files(cfg: TaskConfig, seed: int = 0, max_per_file: int | None = None) -> dict[str, list[dict]]:
@@ -172,7 +175,8 @@ def synthetic_files(cfg: TaskConfig, seed: int = 0, max_per_file: int | None = N
     taking the first ones of the task's own seeded order, so the cap is deterministic too."""
     if cfg.data is not None or cfg.name not in (None, "arithmetic"):
         raise TaskError(f"aha data generates from the built-in arithmetic task, but this config's task is "
-                        f"{'the JSONL file ' + repr(cfg.data) if cfg.data else repr(cfg.name)}; set task.name=arithmetic")
+                        f"{'the JSONL file ' + repr(cfg.data) if cfg.data else repr(cfg.name)}; set "
+                        "task.name=arithmetic")
     if max_per_file is not None and max_per_file < 1:
         raise TaskError(f"--max-per-file must be at least 1, got {max_per_file}")
     train, held_out = arithmetic_splits(cfg)
@@ -181,7 +185,8 @@ def synthetic_files(cfg: TaskConfig, seed: int = 0, max_per_file: int | None = N
         samples = samples[:max_per_file or MAX_PER_FILE[split]]
         if split == "train":
             files["sft_train.jsonl"] = [sft_record(s, seed) for s in samples]
-        files[f"preferences_{split}.jsonl"] = [preference_record(s, SUBSETS[i % len(SUBSETS)], seed) for i, s in enumerate(samples)]
+        files[f"preferences_{split}.jsonl"] = [preference_record(s, SUBSETS[i % len(SUBSETS)], seed) for i,
+                                               s in enumerate(samples)]
         files[f"steps_{split}.jsonl"] = [step_record(s, seed) for s in samples]
     return files
 
@@ -191,7 +196,8 @@ def to_jsonl(rows: list[dict]) -> str:
     return "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
 
 
-def write_synthetic(cfg: TaskConfig, out: str | Path, seed: int = 0, max_per_file: int | None = None) -> dict[str, list[dict]]:
+def write_synthetic(cfg: TaskConfig, out: str | Path, seed: int = 0,
+                    max_per_file: int | None = None) -> dict[str, list[dict]]:
     files = synthetic_files(cfg, seed, max_per_file)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -209,8 +215,10 @@ def describe(files: dict[str, list[dict]]) -> str:
         if name.startswith("preferences"):
             subsets = Counter(r["subset"] for r in rows)
             lines.append("  subsets: " + ", ".join(f"{s} {subsets[s]}" for s in SUBSETS))
-            sign = Counter((len(r["chosen"]) > len(r["rejected"])) - (len(r["chosen"]) < len(r["rejected"])) for r in rows)
-            lines.append(f"  chosen shorter {sign[-1] / max(len(rows), 1):.1%}, same length {sign[0] / max(len(rows), 1):.1%}, "
+            sign = Counter((len(r["chosen"]) > len(r["rejected"])) - (len(r["chosen"]) < len(r["rejected"]))
+                           for r in rows)
+            lines.append(f"  chosen shorter {sign[-1] / max(len(rows), 1):.1%}, same length "
+                         f"{sign[0] / max(len(rows), 1):.1%}, "
                          f"longer {sign[1] / max(len(rows), 1):.1%} (characters)")
         if name.startswith("steps"):
             right = sum(r["labels"][-1] for r in rows)

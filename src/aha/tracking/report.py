@@ -109,7 +109,8 @@ def eval_sections(report: dict, heading: str = "h1") -> list[str]:
         parts.append("<h3>Examples</h3><table><tr><th>problem</th><th>answer</th>"
                      + "".join(f"<th>{e(m)}</th>" for m in report["models"]) + "</tr>")
         for ex in examples:
-            cells = "".join(f"<td>{m['correct']}/{m['n']}<pre>{e(m['sample'])}</pre></td>" for m in ex["models"].values())
+            cells = "".join(f"<td>{m['correct']}/{m['n']}<pre>{e(m['sample'])}</pre></td>"
+                            for m in ex["models"].values())
             parts.append(f"<tr><td>{e(prompt_text(ex['prompt']))}<br><small>{e(ex['group'])}</small></td>"
                          f"<td>{e(str(ex['answer']))}</td>{cells}</tr>")
         parts.append("</table>")

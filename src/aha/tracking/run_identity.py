@@ -13,8 +13,10 @@ from aha.config import Config, ConfigError, from_dict, read_mapping
 # the policy, never changes it; a run stopped by an unfit eval.scorer resumes with a fitting one).
 ALLOWED = frozenset({
     "output_dir", "base_dir",
-    "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints", "train.keep_best",
-    "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps", "train.micro_batch_size", "rollout.batch_size",
+    "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
+                     "train.keep_best",
+    "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps",
+                     "train.micro_batch_size", "rollout.batch_size",
     "rm.eval_data",  # a reward model's held-out pairs are only scored
 })
 # (ray.*: where the samples are drawn, not what they are drawn from)
@@ -45,7 +47,8 @@ def all_changes(old: dict, new: dict) -> dict[str, list]:
     """Dotted key -> [old, new] for every key whose value differs."""
     old_flat, new_flat = flatten(old), flatten(new)
     keys = sorted(old_flat.keys() | new_flat.keys())
-    return {k: [old_flat.get(k, ABSENT), new_flat.get(k, ABSENT)] for k in keys if old_flat.get(k, ABSENT) != new_flat.get(k, ABSENT)}
+    return {k: [old_flat.get(k, ABSENT),
+                new_flat.get(k, ABSENT)] for k in keys if old_flat.get(k, ABSENT) != new_flat.get(k, ABSENT)}
 
 
 def read_run_config(path: Path) -> dict:

@@ -60,7 +60,8 @@ class RunLock:
             return None
         except (ValueError, OSError):  # torn: being written right now, or its writer died in between
             if time.time() - self.path.stat().st_mtime < 10:
-                raise RunLocked(f"{self.path} is being created by another training process; pick another output_dir") from None
+                raise RunLocked(f"{self.path} is being created by another training process; pick another "
+                                "output_dir") from None
             return {}
 
     def _take_over_if_stale(self, holder: dict | None) -> None:

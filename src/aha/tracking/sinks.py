@@ -132,7 +132,8 @@ class MlflowSink:
             else:  # under the default store, artifacts too stay in the run folder, not the cwd
                 artifacts = None if tracking.mlflow_uri else (run_path / "mlflow_artifacts").resolve().as_uri()
                 experiment_id = self.client.create_experiment(tracking.mlflow_experiment, artifact_location=artifacts)
-            run = self.client.create_run(experiment_id, run_name=run_name, tags={"aha.run_dir": str(run_path.resolve())})
+            run = self.client.create_run(experiment_id, run_name=run_name,
+                                         tags={"aha.run_dir": str(run_path.resolve())})
             self.run_id = run.info.run_id
             (run_path / RUN_ID_FILE).write_text(self.run_id + "\n")
             flat = [Param(mlflow_name(k), v[:MAX_PARAM_VAL_LENGTH]) for k, v in sorted(flatten(params).items())]

@@ -33,8 +33,10 @@ def check_reward_failures(record: dict, limit: float, first_errors: dict[str, st
     if rate <= limit:
         return
     raise RewardFailureError(
-        f"step {step}: the reward failed on {record['reward/failed']} of {samples_scored(record)} samples ({rate:.0%}), "
-        f"more than train.max_reward_failure_rate={limit:g}: {describe_failures(record, first_errors)}. The run stopped "
+        f"step {step}: the reward failed on {record['reward/failed']} of {samples_scored(record)} samples "
+        f"({rate:.0%}), "
+        f"more than train.max_reward_failure_rate={limit:g}: {describe_failures(record, first_errors)}. The run "
+        "stopped "
         f"before this step's update; log.txt has each failing sample. Fix the reward function, or set "
         f"train.max_reward_failure_rate=1.0 to train on with failed samples scored 0")
 
@@ -84,5 +86,6 @@ class Alarms:
             lines.append(f"warning: the reward failed in {self.failing_steps} of {self.steps} steps ({each}); "
                          "those samples scored 0")
         if self.idle_steps:
-            lines.append(f"warning: {self.idle_steps} of {self.steps} steps had nothing to train on (every advantage zero)")
+            lines.append(f"warning: {self.idle_steps} of {self.steps} steps had nothing to train on (every advantage "
+                         "zero)")
         return lines

@@ -26,7 +26,8 @@ def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
     if saved is None:
         kept = list_checkpoints(run.checkpoints)
         saved = checkpoint_step(kept[-1]) if kept else 0
-    held = f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved else "no checkpoint was written yet"
+    held = (f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved
+            else "no checkpoint was written yet")
     return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
             f"aha train <config> train.resume=true (output_dir {run.path})")
 

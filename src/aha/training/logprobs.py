@@ -36,7 +36,8 @@ def grouped_completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: t
     prompt_ids / prompt_mask: (N/G, P), one row per group; completions: (N, T)."""
     G = group_size
     N, T, P = completion_ids.shape[0], completion_ids.shape[1], prompt_ids.shape[1]
-    with attention_for(backbone, max(attention_scores(backbone.config, N // G, P, P), attention_scores(backbone.config, N, T - 1, P + T - 1))):
+    with attention_for(backbone, max(attention_scores(backbone.config, N // G, P, P),
+                                     attention_scores(backbone.config, N, T - 1, P + T - 1))):
         return _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G)
 
 
@@ -72,7 +73,8 @@ def rollout_hidden(backbone, ro, rows: slice, width: int, group_size: int, share
     if share_prompt and not groups_share_prompts(ro.prompt_ids[rows], group_size):
         share_prompt = False  # e.g. an environment whose first prompt differs between a group's episodes
     if share_prompt:
-        return grouped_completion_hidden(backbone, ro.prompt_ids[rows][::group_size], ro.prompt_mask[rows][::group_size],
+        return grouped_completion_hidden(backbone, ro.prompt_ids[rows][::group_size],
+                                         ro.prompt_mask[rows][::group_size],
                                          completion, mask, group_size)
     return completion_hidden(backbone, ro.prompt_ids[rows], ro.prompt_mask[rows], completion, mask)
 
@@ -195,5 +197,6 @@ def completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completi
 def grouped_completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask,
                                 group_size: int, temperature: float = 1.0):
     """completion_logprobs with each group's prompt run once (see grouped_completion_hidden)."""
-    hidden = grouped_completion_hidden(model.base_model, prompt_ids, prompt_mask, completion_ids, completion_mask, group_size)
+    hidden = grouped_completion_hidden(model.base_model, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                       group_size)
     return token_stats(model, hidden, completion_ids, completion_mask, temperature).logprobs

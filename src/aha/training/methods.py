@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from aha.config import Config
+from aha.training.rl.method import RLMethod
 from aha.training.supervised.dpo import PreferenceMethod
 from aha.training.supervised.kto import KTOMethod
 from aha.training.supervised.prm import PRMMethod
 from aha.training.supervised.reward_model import RMMethod
-from aha.training.rl.method import RLMethod
 from aha.training.supervised.sft import SFTMethod
 
 # config.method's allowed values are these keys (a test checks the config's Literal agrees)

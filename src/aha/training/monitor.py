@@ -59,7 +59,8 @@ class HackingMonitor:
 
     def measure(self, texts: list[str], samples: list[dict]) -> dict:
         """The monitor's own measurements of one step's completions."""
-        stats = {REPETITION: sum(repeated_ngram_fraction(t, self.config.repetition_ngram) for t in texts) / max(len(texts), 1)}
+        repeated = sum(repeated_ngram_fraction(t, self.config.repetition_ngram) for t in texts)
+        stats = {REPETITION: repeated / max(len(texts), 1)}
         if self.gold is not None:
             result = self.gold.score(texts, samples)
             stats[GOLD] = float(result.total.mean())
@@ -104,10 +105,12 @@ class HackingMonitor:
                                            f"{moves}: gold {start[GOLD]:.3f} -> {now[GOLD]:.3f}")
         if REPETITION in gain:  # absent only when replaying a run logged before the monitor existed
             conditions["repetition"] = (gain[REPETITION] > c.repetition_rise,
-                                        f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since the start")
+                                        f"repeated {c.repetition_ngram}-gram fraction {gain[REPETITION]:+.3f} since "
+                                        "the start")
         length, length0 = self._smoothed(LENGTH), self._baseline(LENGTH)
         if length0:
-            conditions["length"] = (length > c.length_factor * length0, f"mean length {length0:.1f} -> {length:.1f} tokens")
+            conditions["length"] = (length > c.length_factor * length0, f"mean length {length0:.1f} -> {length:.1f} "
+                    "tokens")
         if FORMAT in gain and GOLD in gain:
             conditions["format_only"] = (gain[FORMAT] > c.format_gain and gain[GOLD] < c.gold_gain_min,
                                          f"format {gain[FORMAT]:+.3f}, gold {gain[GOLD]:+.3f} since the start")
@@ -122,7 +125,8 @@ class HackingMonitor:
         return out
 
     def summary(self) -> dict:
-        return {"baseline": {k: self._baseline(k) for k in (TRAIN, GOLD, REPETITION, LENGTH) if self._baseline(k) is not None},
+        return {"baseline": {k: self._baseline(k) for k in (TRAIN, GOLD, REPETITION,
+                                                            LENGTH) if self._baseline(k) is not None},
                 "flags": {kind: {"step": f.step, "detail": f.detail} for kind, f in self.flags.items()}}
 
     def write(self, path: Path) -> None:
@@ -144,7 +148,8 @@ def replay_monitor(config: MonitorConfig, records: list[dict]) -> HackingMonitor
 def format_flags(monitor: HackingMonitor) -> str:
     if not monitor.flags:
         return "hacking monitor: no flags"
-    return "\n".join(f"hacking monitor: {kind} from step {flag.step} ({flag.detail})" for kind, flag in monitor.flags.items())
+    return "\n".join(f"hacking monitor: {kind} from step {flag.step} ({flag.detail})" for kind,
+                     flag in monitor.flags.items())
 
 
 def check_format_components(config: MonitorConfig, reward: CompositeReward) -> None:

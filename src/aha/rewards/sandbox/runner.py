@@ -157,7 +157,8 @@ def drop_privileges(uid: int) -> str | None:
         for fd in (0, 1, 2):  # its own stdin/stdout, so /dev/stdin and /dev/stdout open as usual;
             try:  # only the pipes and in-memory files the harness made, never a device or a host file
                 mode = os.fstat(fd).st_mode
-                if stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:")):
+                memfd = stat.S_ISREG(mode) and os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:")
+                if stat.S_ISFIFO(mode) or memfd:
                     os.fchown(fd, uid, uid)
             except OSError:
                 pass

@@ -11,7 +11,8 @@ from aha.rollout import Rollouts
 from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
-ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "old_values", "returns",
+ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "old_values",
+              "returns",
               "is_weights")
 
 

@@ -217,7 +217,8 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
         keep = informative if algo.dynamic_sampling else torch.ones_like(informative)
         keep_groups = keep.nonzero().view(-1)[:rollout.prompts_per_step - kept_groups]
         if len(keep_groups):
-            kept.append(Batch(round_.rollouts, rewards, baseline, scored.step_rewards).select(group_rows(keep_groups, G)))
+            kept.append(Batch(round_.rollouts, rewards, baseline,
+                              scored.step_rewards).select(group_rows(keep_groups, G)))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break
@@ -225,8 +226,8 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
              **(parts.partial.last_stats if parts.partial is not None else {}),  # of the step's last round
              **parts.sampler.stats()}
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
-        kept = [b if b.step_rewards is not None else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape))
-                for b in kept]
+        kept = [b if b.step_rewards is not None
+                else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape)) for b in kept]
     batch = concat_batches(kept, engine.pad_id) if kept else None
     return batch, stats, examples, (seen.texts, seen.samples)
 

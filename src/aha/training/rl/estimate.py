@@ -75,7 +75,8 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         seq_adv = SEQUENCE_ESTIMATORS[algo.advantage](rewards, batch, algo).view(-1)
         advantages = seq_adv.unsqueeze(1) * mask
         if algo.token_weighting == "ktae":
-            advantages = advantages * ktae_token_weights(batch.rollouts.completion_ids, mask, seq_adv, G, algo.ktae_alpha)
+            advantages = advantages * ktae_token_weights(batch.rollouts.completion_ids, mask, seq_adv, G,
+                                                         algo.ktae_alpha)
     elif algo.advantage in TOKEN_ESTIMATORS:
         advantages = TOKEN_ESTIMATORS[algo.advantage](token_rewards, mask, batch, algo, G, stats)
     else:

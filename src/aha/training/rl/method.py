@@ -1,5 +1,5 @@
 """method: rl. Online RL (the GRPO family, PPO with GAE): each step samples completions from
-the policy, scores them with the reward and updates on them (training/step.py)."""
+the policy, scores them with the reward and updates on them (training/rl/step.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from aha.config import Config, ConfigError
 from aha.models.adapters import trainable_parameters
 from aha.models.value import ValueModel
@@ -19,13 +17,13 @@ from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.curriculum import CurriculumSampler
 from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
-from aha.training.optimizer import build_optimizer
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
-from aha.training.rl.partial import Launch, PartialRollouts
-from aha.training.rl.replay import ReplayBuffer
+from aha.training.optimizer import build_optimizer
 from aha.training.phases import Phases
+from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
+from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.step import run_step
 from aha.training.rl.update import Learner, Shape
 
@@ -105,7 +103,8 @@ class RLMethod(Method):
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
             if ro.partial_rollouts else None
-        shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature, setup.dtype)
+        shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature,
+                      setup.dtype)
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
                                self.replay, self.partial, setup.env)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
@@ -157,7 +156,8 @@ class RLMethod(Method):
                 submitted = engine.submit_partial(launch.prompts, launch.plan) if launch.prompts else None
                 self.ahead.append(Ahead(None, submitted, step - 1, launch))
             else:
-                chosen = self.resumed_rounds.popleft() if self.resumed_rounds else self.sampler.next(ro.prompts_per_step)
+                chosen = (self.resumed_rounds.popleft() if self.resumed_rounds
+                          else self.sampler.next(ro.prompts_per_step))
                 self.ahead.append(self._submit(chosen, step - 1))
 
     def _submit(self, chosen: list[dict], version: int) -> Ahead:
@@ -202,7 +202,8 @@ class RLMethod(Method):
         self.run_state.monitor.write(self.setup.run_path / "monitor.json")
 
     def postfix(self, record: dict) -> dict:
-        return {"reward": f"{record['reward/mean']:.2f}", "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
+        return {"reward": f"{record['reward/mean']:.2f}",
+                "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
                 "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"}
 
     def finish(self, echo) -> None:

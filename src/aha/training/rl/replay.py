@@ -40,7 +40,8 @@ class ReplayBuffer:
         priority = torch.stack([masked_mean(g.advantages.abs(), g.rollouts.completion_mask) for g in self.groups])
         picked = torch.multinomial(replay_priorities(priority, self.alpha), missing, replacement=False).tolist()
         replayed = [self.groups[i] for i in picked]
-        fresh = [] if batch is None else [Batch(batch.rollouts, batch.rewards, batch.baseline, advantages=batch.advantages)]
+        fresh = [] if batch is None else [Batch(batch.rollouts, batch.rewards, batch.baseline,
+                                                advantages=batch.advantages)]
         return concat_batches(fresh + replayed, pad_id), missing
 
     def state(self) -> list[Batch]:

@@ -15,14 +15,16 @@ def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfi
                    length_coef: float = 0.0) -> torch.Tensor:
     """The verifier's score, then the length rules every sample of the run is judged by."""
     if length_coef:
-        charged = total >= algo.length_correct_min if algo.length_penalize == "correct" else torch.ones_like(total, dtype=torch.bool)
+        charged = (total >= algo.length_correct_min if algo.length_penalize == "correct"
+                   else torch.ones_like(total, dtype=torch.bool))
         total = total + length_cost(rollouts.lengths(), max_new_tokens, length_coef, charged)
     if algo.truncated_reward is not None:
         # an answer that never ends is not an answer (DAPO's overlong shaping, in its
         # simplest form): this teaches the policy to stop, which also shortens steps
         total = torch.where(rollouts.truncated, torch.tensor(algo.truncated_reward), total)
     if algo.overlong_buffer:
-        total = total + overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer, algo.overlong_penalty)
+        total = total + overlong_penalty(rollouts.lengths(), max_new_tokens, algo.overlong_buffer,
+                                         algo.overlong_penalty)
     return total
 
 

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
-from aha.config import Config
-from aha.envs import EpisodeRunner
-from aha.rewards import CompositeReward
-from aha.rollout import Engine
-from aha.tasks import PromptSampler, Task
-from aha.training.rl.batch import Batch
 from aha.training.alarms import check_reward_failures
 from aha.training.phases import Phases
+from aha.training.rl.batch import Batch
 from aha.training.rl.collect import collect
-from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.estimate import estimate_advantages
-from aha.training.monitor import HackingMonitor
-from aha.training.rl.partial import PartialRollouts
-from aha.training.rl.replay import ReplayBuffer
-from aha.training.rl.update import Learner, Shape, forward_logprobs, forward_values, policy_update
+from aha.training.rl.parts import RLState, StepParts
+from aha.training.rl.update import forward_logprobs, forward_values, policy_update
 
 
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:

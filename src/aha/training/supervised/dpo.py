@@ -14,16 +14,23 @@ from tqdm.auto import tqdm
 from aha.algorithms import dpo_loss, ipo_loss, orpo_loss, simpo_loss
 from aha.config import Config, PreferenceConfig
 from aha.models.adapters import trainable_parameters
+from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.prompts import prompt_text
-from aha.training.phases import Phases
-from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
+from aha.training.optimizer import accumulated_step, build_optimizer
+from aha.training.phases import Phases
 from aha.training.supervised.online_pairs import sampled_pairs
-from aha.training.supervised.sequences import (CachedReference, Pairs, encode_pairs, pair_micro_batches,
-                                    read_pairs, sequences_id, token_logprobs)
+from aha.training.supervised.sequences import (
+    CachedReference,
+    Pairs,
+    encode_pairs,
+    pair_micro_batches,
+    read_pairs,
+    sequences_id,
+    token_logprobs,
+)
 
 
 @dataclass
@@ -43,7 +50,8 @@ class PairLogps:
 
 def _ipo(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
     # per-token averages, as TRL computes IPO (its length-normalised form of Azar et al.'s loss)
-    (chosen, rejected), ref_chosen, ref_rejected = p.averages(), p.ref_chosen / p.chosen_tokens, p.ref_rejected / p.rejected_tokens
+    chosen, rejected = p.averages()
+    ref_chosen, ref_rejected = p.ref_chosen / p.chosen_tokens, p.ref_rejected / p.rejected_tokens
     return ipo_loss(chosen, rejected, ref_chosen, ref_rejected, c.beta)
 
 
@@ -87,7 +95,8 @@ def pair_accuracy(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor, 
     and the share whose chosen completion the policy itself finds likelier (meaningful from
     step 0 on, where every implicit margin is a tie, and a tie counts as wrong)."""
     right = (chosen_rewards > rejected_rewards).float()
-    out = {"pref_eval/accuracy": float(right.mean()), "pref_eval/margin": float((chosen_rewards - rejected_rewards).mean()),
+    out = {"pref_eval/accuracy": float(right.mean()),
+           "pref_eval/margin": float((chosen_rewards - rejected_rewards).mean()),
            "pref_eval/likelier_chosen": float((chosen_logps > rejected_logps).float().mean())}
     for subset in sorted({str(r["subset"]) for r in rows if "subset" in r}):
         members = torch.tensor([str(r.get("subset")) == subset for r in rows])
@@ -108,7 +117,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
         config = setup.config
         self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
         self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
-        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "dpo.max_length") for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "dpo.max_length") for split,
+                      found in rows.items()}
         self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
         self.ref_model = None  # offline: the reference log-probs are computed before the first update instead
         if self.cfg.online:  # pairs sampled from the policy, scored against the starting weights
@@ -192,7 +202,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
         with phases("update"):
-            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, self.config.train.max_grad_norm)
+            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of,
+                                      self.config.train.max_grad_norm)
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
         rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])
@@ -221,7 +232,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
             chosen, rejected = self._sequence_logps(self.setup.model, pairs, "held-out pairs")
         index = list(range(len(pairs.rows)))
         tokens = lambda seqs: torch.tensor([float(len(s.completion)) for s in seqs])
-        p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval", index)
+        p = self._with_reference(PairLogps(chosen, rejected, tokens(pairs.chosen), tokens(pairs.rejected)), "eval",
+                                 index)
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
         return pair_accuracy(chosen_r, rejected_r, p.chosen, p.rejected, pairs.rows)
 

@@ -20,20 +20,28 @@ from tqdm.auto import tqdm
 
 from aha.algorithms import kto_loss, kto_reference_point
 from aha.config import Config
+from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
+from aha.models.compute import stop_token
+from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.errors import TaskError
 from aha.tasks.samples import read_prompt_rows
-from aha.prompts import prompt_text
-from aha.models.compute import stop_token
-from aha.training.phases import Phases
-from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
+from aha.training.optimizer import accumulated_step, build_optimizer
+from aha.training.phases import Phases
 from aha.training.supervised.dpo import pair_accuracy
-from aha.training.supervised.sequences import (CachedReference, Sequence, check_pair, check_texts,
-                                    encode_sequences, micro_batches, sequences_id, token_logprobs)
+from aha.training.supervised.sequences import (
+    CachedReference,
+    Sequence,
+    check_pair,
+    check_texts,
+    encode_sequences,
+    micro_batches,
+    sequences_id,
+    token_logprobs,
+)
 
 
 def _missing(row: dict) -> str | None:
@@ -50,7 +58,8 @@ def read_labelled(path: Path) -> list[dict]:
     for where, row in read_prompt_rows(path, _missing, "data", "examples"):
         if ("completion" in row or "label" in row) and ("chosen" in row or "rejected" in row):
             raise TaskError(f"{where}: a row holds either completion + label or chosen + rejected, not both")
-        common = {"prompt": row["prompt"], "where": where, **({"subset": str(row["subset"])} if "subset" in row else {})}
+        common = {"prompt": row["prompt"], "where": where,
+                  **({"subset": str(row["subset"])} if "subset" in row else {})}
         if "completion" in row:
             check_texts(row, ("completion",), where)
             if not isinstance(row["label"], bool):
@@ -114,7 +123,8 @@ class Labelled:
 def encode_labelled(setup: Setup, rows: list[dict], max_length: int, path: str, with_mismatched: bool) -> Labelled:
     s = setup
     sequences = encode_sequences(s.tokenizer, s.task, [r["prompt"] for r in rows], [r["completion"] for r in rows],
-                                 stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows], "dpo.max_length")
+                                 stop_token(s.tokenizer, s.model), max_length, [r["where"] for r in rows],
+                                 "dpo.max_length")
     mismatched = []
     if with_mismatched:
         for seq, j in zip(sequences, mismatched_partners(rows, path)):
@@ -205,7 +215,8 @@ class KTOMethod(CachedReference, CursorMethod):
         by_kind = {}
         for kind, rows in (("desirable", liked), ("undesirable", ~liked)):
             if rows.any():  # none of this kind in the batch: no key (a log-prob of 0 would read as certainty)
-                by_kind[f"kto/reward_{kind}"], by_kind[f"logps/{kind}"] = float(rewards[rows].mean()), float(logps[rows].mean())
+                by_kind[f"kto/reward_{kind}"] = float(rewards[rows].mean())
+                by_kind[f"logps/{kind}"] = float(logps[rows].mean())
         record = {"step": step, "kto/loss": update.pop("loss/total"), **update, "kto/z0": float(z0), **by_kind,
                   "kto/desirable_share": float(liked.float().mean()),
                   "kto/truncated": sum(train.sequences[i].truncated for i in picked), "kto/epoch": self.sampler.epoch,

@@ -26,7 +26,8 @@ def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: Co
 
     def sequence(row: int) -> Sequence:
         length = int(ro.completion_mask[row].sum())
-        return Sequence(tuple(prompts[row // G]), tuple(ro.completion_ids[row, :length].tolist()), bool(ro.truncated[row]))
+        return Sequence(tuple(prompts[row // G]), tuple(ro.completion_ids[row, :length].tolist()),
+                        bool(ro.truncated[row]))
 
     for i, group in enumerate(scores.view(-1, G)):
         best, worst = int(group.argmax()), int(group.argmin())
@@ -38,7 +39,8 @@ def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: Co
         chosen.append(sequence(b))
         rejected.append(sequence(w))
     finite = result.total[torch.isfinite(result.total)]
-    stats = {"online/pairs": len(rows), "online/prompts": len(samples), "reward/mean": float(finite.mean()) if len(finite) else 0.0,
+    stats = {"online/pairs": len(rows), "online/prompts": len(samples),
+             "reward/mean": float(finite.mean()) if len(finite) else 0.0,
              "reward/failed": int(result.failed.sum()), "length/mean": float(ro.lengths().mean())}
     return rows, chosen, rejected, stats
 

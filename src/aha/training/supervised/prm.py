@@ -15,19 +15,19 @@ import torch
 import torch.nn.functional as F
 
 from aha.config import Config
+from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
+from aha.models.compute import stop_token
 from aha.models.process_reward import ProcessRewardModel, encode_steps
 from aha.models.reward_model import reward_head
+from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.rewards.process_reward import DESCRIPTION  # in every checkpoint: rewards/learned.py tells a PRM by it
 from aha.tasks import PromptSampler, Task, encode_prompts
 from aha.tasks.base import resolve_path
-from aha.errors import TaskError
-from aha.prompts import prompt_text
-from aha.training.phases import Phases
-from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
-from aha.models.compute import stop_token
+from aha.training.optimizer import accumulated_step, build_optimizer
+from aha.training.phases import Phases
 from aha.training.supervised.sequences import micro_batches, read_examples
 
 
@@ -46,7 +46,8 @@ def read_solutions(path, separator: str) -> list[dict]:
             if separator in step:
                 raise TaskError(f"{where}: steps[{k}] holds the step separator {separator!r}: {step!r}")
         if not isinstance(labels, list) or len(labels) != len(steps):
-            raise TaskError(f"{where}: labels must be a list with one 0/1 label a step ({len(steps)} steps), got {labels!r}")
+            raise TaskError(f"{where}: labels must be a list with one 0/1 label a step ({len(steps)} steps), got "
+                            f"{labels!r}")
         for k, label in enumerate(labels):
             if isinstance(label, bool) or label not in (0, 1):
                 raise TaskError(f"{where}: labels[{k}] must be 0 or 1, got {label!r}")
@@ -103,13 +104,15 @@ class PRMMethod(CursorMethod):
                                 f"within prm.max_length={limit}; raise it or shorten the prompt")
             completion, ends = encode_steps(s.tokenizer, row["steps"], self.cfg.step_separator, stop)
             kept = [len(prompt) + e for e in ends if len(prompt) + e < limit]
-            out.append(Solution((prompt + completion)[:limit], kept, torch.tensor(row["labels"][:len(kept)], dtype=torch.float),
+            out.append(Solution((prompt + completion)[:limit], kept,
+                                torch.tensor(row["labels"][:len(kept)], dtype=torch.float),
                                 len(ends) - len(kept)))
         return out
 
     def _groups(self, solutions: list[Solution], picked: list[int]) -> list[list[int]]:
         """train.micro_batch_size solutions per forward, like lengths together."""
-        return micro_batches(picked, [len(s.tokens) for s in solutions], self.config.train.micro_batch_size, by_length=True)
+        return micro_batches(picked, [len(s.tokens) for s in solutions], self.config.train.micro_batch_size,
+                             by_length=True)
 
     def _logits(self, solutions: list[Solution], group: list[int]) -> torch.Tensor:
         return self.prm([solutions[i].tokens for i in group], [solutions[i].ends for i in group], self.setup.dtype)
@@ -129,7 +132,7 @@ class PRMMethod(CursorMethod):
             update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
                                       self.config.train.max_grad_norm)
         order = [i for group, _ in seen for i in group]
-        logits = torch.cat([l for _, l in seen])
+        logits = torch.cat([group_logits for _, group_logits in seen])
         labels = torch.cat([train[i].labels for i in order])
         record = {"step": step, "prm/loss": update.pop("loss/total"), **update,
                   "prm/step_accuracy": float(((logits > 0).float() == labels).float().mean()) if len(labels) else 0.0,
@@ -164,9 +167,10 @@ class PRMMethod(CursorMethod):
         return {"prm_eval/step_accuracy": right(((p_all > 0.5).float() == y_all).tolist()),
                 "prm_eval/loss": float(F.binary_cross_entropy(p_all.double(), y_all.double())) if len(y_all) else 0.0,
                 "prm_eval/solution_accuracy_min": right([bool(p.min() > 0.5) == bool(y.all()) for p, y in whole]),
-                "prm_eval/solution_accuracy_sum": right([bool(p.sum() > 0.5 * len(p)) == bool(y.all()) for p, y in whole]),
-                "prm_eval/first_error_accuracy": right([first_error((p > 0.5).tolist()) == first_error((y > 0.5).tolist())
-                                                        for p, y in whole]),
+                "prm_eval/solution_accuracy_sum": right([bool(p.sum() > 0.5 * len(p)) == bool(y.all())
+                                                         for p, y in whole]),
+                "prm_eval/first_error_accuracy": right([first_error((p > 0.5).tolist())
+                                                        == first_error((y > 0.5).tolist()) for p, y in whole]),
                 "prm_eval/solutions": len(whole)}
 
     def checkpoint_files(self) -> dict[str, str]:

@@ -11,18 +11,17 @@ import json
 import torch
 
 from aha.algorithms.preference import bradley_terry_loss
-from aha.algorithms.reward_model import (angular_similarity, bootstrap_weights, length_ratio, pcrm_cap,
-                                         pcrm_upper_loss)
+from aha.algorithms.reward_model import angular_similarity, bootstrap_weights, length_ratio, pcrm_cap, pcrm_upper_loss
 from aha.config import Config
 from aha.models.adapters import trainable_parameters
 from aha.models.reward_model import RewardModel, ensemble_score, reward_head
+from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.prompts import prompt_text
-from aha.training.phases import Phases
-from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
+from aha.training.optimizer import accumulated_step, build_optimizer
+from aha.training.phases import Phases
 from aha.training.supervised.sequences import Pairs, encode_pairs, pair_micro_batches, read_pairs
 
 
@@ -43,7 +42,8 @@ class RMMethod(CursorMethod):
         head = reward_head(setup.model.config.hidden_size, self.cfg.heads, config.seed,
                            getattr(setup.model.config, "initializer_range", 0.02))
         self.rm = RewardModel(setup.model, head, setup.engine.pad_id)
-        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "rm.max_length") for split, found in rows.items()}
+        self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "rm.max_length") for split,
+                      found in rows.items()}
         n = len(self.pairs["train"].rows)
         self.sampler = PromptSampler(list(range(n)), config.seed)
         self.weights = bootstrap_weights(n, self.cfg.heads, config.seed)  # (n, heads)
@@ -61,11 +61,13 @@ class RMMethod(CursorMethod):
         (recomputed identically on resume: __init__ runs before the checkpoint's weights load)."""
         pairs, c = self.pairs["train"], self.cfg
         if c.pcrm_similarity == "length_ratio":
-            similarity = torch.tensor([length_ratio(a.completion, b.completion) for a, b in zip(pairs.chosen, pairs.rejected)])
+            similarity = torch.tensor([length_ratio(a.completion, b.completion) for a,
+                                       b in zip(pairs.chosen, pairs.rejected)])
         else:
             similarity = torch.zeros(len(pairs.rows))
             with torch.no_grad():
-                for group in pair_micro_batches(pairs, list(range(len(pairs.rows))), self.config.train.micro_batch_size):
+                for group in pair_micro_batches(pairs, list(range(len(pairs.rows))),
+                                                self.config.train.micro_batch_size):
                     _, hidden = self.rm(pairs.tokens(group), self.setup.dtype, with_hidden=True)
                     similarity[group] = angular_similarity(hidden[:len(group)], hidden[len(group):])
         return pcrm_cap(similarity, c.pcrm_beta1, c.pcrm_beta2, c.pcrm_beta3).unsqueeze(1)
@@ -103,7 +105,8 @@ class RMMethod(CursorMethod):
         chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])
         score_c, score_r = self._score(chosen), self._score(rejected)
         record = {"step": step, "rm/loss": update.pop("loss/total"), **update,
-                  "rm/accuracy": float((score_c > score_r).float().mean()), "rm/margin": float((score_c - score_r).mean()),
+                  "rm/accuracy": float((score_c > score_r).float().mean()),
+                  "rm/margin": float((score_c - score_r).mean()),
                   "rm/reward_chosen": float(score_c.mean()), "rm/reward_rejected": float(score_r.mean()),
                   "rm/truncated": sum(train.chosen[i].truncated + train.rejected[i].truncated for i in picked),
                   "rm/epoch": self.sampler.epoch}

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from aha.tasks import Task, encode_prompts
 from aha.errors import TaskError
-from aha.tasks.samples import read_prompt_rows
 from aha.models.compute import autocast, stop_token
+from aha.tasks import Task, encode_prompts
+from aha.tasks.samples import read_prompt_rows
 from aha.training.logprobs import completion_logprobs
 
 
@@ -50,7 +50,8 @@ def read_pairs(path, with_margin: bool) -> list[dict]:
     for row in rows:
         check_pair(row, row["where"])
         margin = row.get("margin")
-        if with_margin and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin)):
+        number = isinstance(margin, (int, float)) and not isinstance(margin, bool)
+        if with_margin and (not number or not math.isfinite(margin)):
             raise TaskError(f"{row['where']}: rm.margin=data needs a finite number in the field margin, got {margin!r}")
     return rows
 
@@ -122,7 +123,8 @@ class CachedReference:
         reference, held = extra.get("reference_logps"), extra.get("reference_data")
         if reference is not None and held is not None and held != self.data_id():
             raise ValueError(f"the reference log-probs in this {self.method_name} run's checkpoint were computed on "
-                             "other sequences: dpo.data, dpo.eval_data, dpo.max_length, dpo.loss or the files' contents "
+                             "other sequences: dpo.data, dpo.eval_data, dpo.max_length, dpo.loss or the files' "
+                             "contents "
                              "changed since the run started. Resume with the data it started with, or start afresh in "
                              "a new output_dir")
         self.reference = reference
@@ -147,7 +149,8 @@ def pad(sequences: list[Sequence], pad_id: int) -> tuple[torch.Tensor, ...]:
     return prompt_ids, prompt_mask, completion_ids, completion_mask
 
 
-def token_logprobs(model, sequences: list[Sequence], pad_id: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(model, sequences: list[Sequence], pad_id: int,
+                   dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, T) log pi(completion_t | prompt, completion_<t) at temperature 1 (0 on padding)
     and the (N, T) completion mask. Differentiable unless called under no_grad."""
     prompt_ids, prompt_mask, completion_ids, completion_mask = pad(sequences, pad_id)
@@ -173,7 +176,8 @@ class Pairs:
 
     def tokens(self, index: list[int]) -> list[list[int]]:
         """Token sequences of pairs[index]: all chosen first, then all rejected."""
-        return [list(s.prompt + s.completion) for s in [self.chosen[i] for i in index] + [self.rejected[i] for i in index]]
+        ordered = [self.chosen[i] for i in index] + [self.rejected[i] for i in index]
+        return [list(s.prompt + s.completion) for s in ordered]
 
 
 def encode_pairs(setup, rows: list[dict], max_length: int, length_key: str) -> Pairs:

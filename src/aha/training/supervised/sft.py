@@ -5,20 +5,18 @@ checkpoints/step-N is the `model:` of the RL run that follows it."""
 
 from __future__ import annotations
 
-import torch
-
 from aha.config import Config
+from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
+from aha.models.compute import stop_token
+from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.base import resolve_path
-from aha.errors import TaskError
-from aha.prompts import prompt_text
 from aha.tasks.synthetic import sft_record
-from aha.training.phases import Phases
-from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.method import CursorMethod, Setup
-from aha.models.compute import stop_token
+from aha.training.optimizer import accumulated_step, build_optimizer
+from aha.training.phases import Phases
 from aha.training.supervised.sequences import encode_sequences, micro_batches, read_examples, token_logprobs
 
 
@@ -30,7 +28,8 @@ def sft_examples(config: Config, task: Task) -> list[dict]:
         return read_examples(resolve_path(config.sft.data, config.base_dir), ("response",))
     if config.task.data is None and task.name == "arithmetic":
         return [{**sft_record(s, config.seed), "where": f"task arithmetic, sample {s['id']}"} for s in task.train]
-    rows = [{**s, "where": f"task {task.name}, sample {s['id']}"} for s in task.train if isinstance(s.get("response"), str)]
+    rows = [{**s, "where": f"task {task.name}, sample {s['id']}"} for s in task.train
+            if isinstance(s.get("response"), str)]
     if not rows:
         raise TaskError(f"method=sft needs sft.data (a JSONL of {{prompt, response}}) or a task whose training samples "
                         f"carry a response; task {task.name!r} has none. `aha data --out DIR` writes sft_train.jsonl "
@@ -48,8 +47,10 @@ class SFTMethod(CursorMethod):
         config, tokenizer = setup.config, setup.tokenizer
         self.pad_id = setup.engine.pad_id
         self.rows = rows
-        self.sequences = encode_sequences(tokenizer, setup.task, [r["prompt"] for r in rows], [r["response"] for r in rows],
-                                          stop_token(tokenizer, setup.model), config.sft.max_length, [r["where"] for r in rows],
+        self.sequences = encode_sequences(tokenizer, setup.task, [r["prompt"] for r in rows],
+                                          [r["response"] for r in rows],
+                                          stop_token(tokenizer, setup.model), config.sft.max_length,
+                                          [r["where"] for r in rows],
                                           "sft.max_length")
         self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
@@ -82,4 +83,5 @@ class SFTMethod(CursorMethod):
         return record, examples
 
     def postfix(self, record: dict) -> dict:
-        return {"loss": f"{record['sft/loss']:.3f}", "epoch": record["sft/epoch"], "s/step": f"{record['time/step_s']:.1f}"}
+        return {"loss": f"{record['sft/loss']:.3f}", "epoch": record["sft/epoch"],
+                "s/step": f"{record['time/step_s']:.1f}"}

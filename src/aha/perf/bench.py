@@ -32,6 +32,7 @@ class RunTimes:
     wall_s: float
     generate_s: list[float] = field(default_factory=list)  # aha's phases (TRL logs only the whole step)
     sync_s: list[float] = field(default_factory=list)
+    score_s: list[float] = field(default_factory=list)
 
     def counted(self) -> range:
         """The steps the medians are over: all after the first (it warms caches), if any."""
@@ -82,7 +83,7 @@ def run_aha(config_path: str, overrides: list[str], steps: int, work: Path) -> R
     steps_ = [r for r in records if "time/step_s" in r]
     return RunTimes("aha", [r["time/step_s"] for r in steps_], [r["reward/mean"] for r in steps_],
                     [r["length/mean"] for r in steps_], rss, wall, [r["time/generate_s"] for r in steps_],
-                    [r.get("time/sync_s", 0.0) for r in steps_])
+                    [r.get("time/sync_s", 0.0) for r in steps_], [r.get("time/score_s", 0.0) for r in steps_])
 
 
 def run_trl(config_path: str, overrides: list[str], steps: int, work: Path) -> RunTimes:
@@ -104,7 +105,9 @@ def phase_rates(run: RunTimes, samples_per_step: int, prompts_per_step: int, pro
     gen, upd, sync = [], [], []
     for i in run.counted():
         generated = samples_per_step * run.completion_length[i]
-        update_s = run.step_s[i] - run.generate_s[i] - run.sync_s[i]
+        # what is not sampling, scoring or handing weights over: the update and its preparation
+        scored = run.score_s[i] if i < len(run.score_s) else 0.0
+        update_s = run.step_s[i] - run.generate_s[i] - scored - run.sync_s[i]
         trained = generated + prompts_per_step * prompt_tokens  # the learner runs each group's prompt once
         gen.append((generated / run.generate_s[i],
                     2 * params * (generated + prompts_per_step * prompt_tokens) / run.generate_s[i]))

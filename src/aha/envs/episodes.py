@@ -63,7 +63,6 @@ class TurnBridge:
         does not end a turn). stop_token: the policy's turn ended on this stop token (None: it
         was cut at its budget), which the bridge then does not repeat."""
         before, after = self.around
-        # noqa: E731
         encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])
         ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
         # the policy's stop token is the template's end of turn

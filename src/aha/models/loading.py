@@ -104,7 +104,6 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
     """The model and tokenizer of a Hugging Face folder. Weights that are missing from its
     files or shaped otherwise than its config says are an error: transformers would start
     them from random values with only a warning, and the run would train a broken model."""
-    # noqa: E731
     load = lambda **kw: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, local_files_only=True,
                                                              output_loading_info=True, **kw)
     try:  # mismatched shapes are let through only to be named and refused below
@@ -114,7 +113,6 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
     missing = sorted(info.get("missing_keys") or [])
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or [])
     if missing or mismatched:
-        # noqa: E731
         listed = lambda keys: ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
         raise ModelNotFound(f"{path}: its weights do not fit its config.json"
                             + (f"; missing: {listed(missing)}" if missing else "")

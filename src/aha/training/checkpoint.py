@@ -9,8 +9,10 @@ import errno
 import json
 import logging
 import os
+import pickle
 import random
 import shutil
+import types
 from pathlib import Path
 
 import numpy as np
@@ -158,11 +160,33 @@ def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:
     return bad
 
 
+# Modules that moved since checkpoints were first written: trainer.pt pickles some objects (a
+# replay buffer's batches) by the module their class lived in, so older checkpoints name these.
+MOVED_MODULES = {
+    **{f"aha.training.{name}": f"aha.training.rl.{name}"
+       for name in ("batch", "collect", "estimate", "partial", "replay", "step", "update")},
+    "aha.training.rl": "aha.training.rl.method",
+    **{f"aha.training.{name}": f"aha.training.supervised.{name}"
+       for name in ("dpo", "kto", "online_pairs", "prm", "reward_model", "sequences", "sft")},
+    "aha.training.selection": "aha.eval.selection",
+    "aha.tasks.prompts": "aha.prompts",
+    "aha.tasks.errors": "aha.errors",
+}
+
+
+class _MovedClassesUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
+MOVED_CLASSES_PICKLE = types.SimpleNamespace(__name__="pickle", Unpickler=_MovedClassesUnpickler, load=pickle.load)
+
+
 def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict, dict]:
     """Restore weights, optimizers and RNG; return (state.json, extra)."""
     for name, module in modules.items():
         load_weights(module, folder, name, verify=False)  # the loop verified the folder before choosing it
-    blob = torch.load(folder / "trainer.pt", weights_only=False)
+    blob = torch.load(folder / "trainer.pt", weights_only=False, pickle_module=MOVED_CLASSES_PICKLE)
     for name, optimizer in optimizers.items():
         optimizer.load_state_dict(blob["optimizers"][name])
     set_rng_state(blob["rng"])

@@ -17,18 +17,60 @@ def think_answer_format(completion: str, sample: dict, think_tag: str = "think",
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+MAX_JSON_DEPTH = 128  # nesting levels read (serde_json's limit); deeper scores 0, never a RecursionError
+MAX_INT_DIGITS = 4300  # Python's int-from-text limit: a longer integer is read as a float (inf), not an error
+
+
+class _NotJson(ValueError):
+    """Text that json_format scores 0: not RFC 8259 JSON (NaN, Infinity) or nested too deep."""
+
+
+def _reject_constant(name: str):
+    raise _NotJson(f"{name} is not JSON")
+
+
+def _read_int(digits: str):
+    return int(digits) if len(digits.lstrip("-")) <= MAX_INT_DIGITS else float(digits)
+
+
+def _nesting(text: str) -> int:
+    """The deepest [ / { nesting of a JSON text, brackets inside strings not counted (one linear scan)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str):
+    """The value of a strict JSON text (RFC 8259: no NaN or Infinity), nested at most MAX_JSON_DEPTH
+    deep; raises ValueError for anything else. Never a RecursionError, so a policy cannot stop a
+    run by writing [[[[...]]]] (an error on every sample would trip max_reward_failure_rate)."""
+    if _nesting(text) > MAX_JSON_DEPTH:
+        raise _NotJson(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return json.loads(text, parse_constant=_reject_constant, parse_int=_read_int)
 
 
 def json_format(completion: str, sample: dict, schema: dict | None = None) -> float:
     """1.0 if the completion (or its last ```json fenced block) is valid JSON and, when a JSON
-    schema is given (`args.schema`, else sample["schema"]), valid against it."""
+    schema is given (`args.schema`, else sample["schema"]), valid against it. Strict JSON: NaN and
+    Infinity score 0, as does nesting deeper than MAX_JSON_DEPTH; an integer of more than
+    MAX_INT_DIGITS digits is read as a float (so an "integer" schema refuses it)."""
     import jsonschema
 
     fenced = _FENCE.findall(completion)
     text = fenced[-1] if fenced else completion
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = parse_json(text)
+    except ValueError:  # json.JSONDecodeError is a ValueError too
         return 0.0
     schema = schema if schema is not None else sample.get("schema")
     if schema is None:

@@ -9,6 +9,7 @@ import re
 import string
 from functools import lru_cache
 
+from aha.rewards.decimals import decimal_comma_reading, equal_when_rounded
 from aha.rewards.extract import (
     NUMBER,
     Stated,
@@ -80,8 +81,10 @@ def _parse(text: str, timeout: int, first_match: bool = False) -> list:
 
 @lru_cache(maxsize=4096)
 def _parse_reference(reference: str, timeout: int) -> tuple:
-    """A reference is parsed once for all the completions of its group (sympy values are immutable)."""
-    return tuple(_parse(_as_latex(reference), timeout))
+    """A reference is parsed once for all the completions of its group (sympy values are immutable).
+    A bare decimal-comma reference ("1,22") is read both ways: the list {1, 22} and 1.22."""
+    comma = decimal_comma_reading(reference)
+    return tuple(_parse(_as_latex(reference), timeout) + (_parse(f"${comma}$", timeout) if comma else []))
 
 
 def _box_run(text: str, found: list[Stated]) -> str:
@@ -206,7 +209,8 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     if not predicted or units_differ(span, _gold_span(reference)):
         return 0.0
     predicted = _percent_as_value(predicted, gold)
-    return 1.0 if verify(gold, predicted, timeout_seconds=timeout_seconds) else 0.0
+    equal = verify(gold, predicted, timeout_seconds=timeout_seconds) or equal_when_rounded(gold, predicted, timeout_seconds)
+    return 1.0 if equal else 0.0
 
 
 def _gold_span(reference: str) -> str:

@@ -7,6 +7,7 @@ import json
 import os
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -68,9 +69,18 @@ def bind_args(paths: list[str]) -> list[str]:
     return args
 
 
+def interpreter_path() -> str:
+    """The interpreter at a path that exists inside the sandbox, where its folders are bound
+    at their real places only: its folder resolved (a virtualenv reached through a symlink,
+    `.venv -> /elsewhere/venv`, is not there under the caller's name), its own name kept (a
+    venv's bin/python links to the base interpreter, and Python finds the venv by that name)."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+
+
 def interpreter_roots(extra: list[str]) -> list[str]:
     """The interpreter's folders outside /usr (a venv, pyenv), and the configured extras."""
     roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                           os.path.dirname(interpreter_path()),
                                            os.path.dirname(os.path.realpath(sys.executable)), *extra) if p}
     roots = sorted(r for r in roots if os.path.isdir(r) and not (r + "/").startswith("/usr/"))
     return [r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)]
@@ -84,6 +94,11 @@ def bwrap_command(job: dict, in_fd: int, out_fd: int) -> list[str]:
                "--die-with-parent", "--new-session", "--tmpfs", "/"]
     if os.geteuid() != 0:  # an ordinary user needs a user namespace for the rest
         command += ["--unshare-user", "--uid", "65534", "--gid", "65534", "--disable-userns"]
+        # CAP_SYS_ADMIN in the runner's own user namespace, which is all a tmpfs with an inode
+        # limit takes (a setuid bubblewrap refuses --cap-add: the runner then reports the limit
+        # missing); the runner drops both before the program runs
+        if not os.stat(bwrap).st_mode & stat.S_ISUID:
+            command += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
     command += ["--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib32", "lib64", "sbin"):
         target = os.path.realpath("/" + link)
@@ -103,7 +118,7 @@ def bwrap_command(job: dict, in_fd: int, out_fd: int) -> list[str]:
                 # one core per sandbox: numeric libraries must not start a thread per host CPU
                 "--setenv", "OPENBLAS_NUM_THREADS", "1", "--setenv", "OMP_NUM_THREADS", "1",
                 "--setenv", "MKL_NUM_THREADS", "1",
-                sys.executable, "-I", "-B", "/aha/runner.py", str(in_fd), str(out_fd)]
+                interpreter_path(), "-I", "-B", "/aha/runner.py", str(in_fd), str(out_fd)]
     return command
 
 

@@ -9,10 +9,12 @@ patch, forge or read: whatever it sends back is plain data that the harness judg
 
 Confinement inside the namespaces bubblewrap made (standard library only):
   1. rlimits: CPU seconds, address space, file size, open files, no core dumps; one CPU
-     core; /tmp remounted with an inode limit (when started as root);
+     core; /tmp with an inode limit (remounted when started as root; for an ordinary user,
+     a fresh tmpfs mounted over it in a mount namespace of the runner's own);
   2. a fresh, empty session keyring, then (when started as root) every uid and gid set to
-     the sandbox's own unprivileged id, which clears all capabilities, with at most 64
-     threads (RLIMIT_NPROC); no_new_privs;
+     the sandbox's own unprivileged id, which clears all capabilities, or (for an ordinary
+     user) every capability bubblewrap left it dropped; at most 64 threads (RLIMIT_NPROC,
+     counted per uid, or per user namespace for an ordinary user); no_new_privs;
   3. Landlock (Linux >= 5.13): writes only in /tmp (a size-limited tmpfs) and /dev/null,
      reads only the interpreter, /usr, /aha, /dev, /proc and `extra_read`; no TCP
      (ABI >= 4); signals and abstract UNIX sockets scoped (ABI >= 6);
@@ -26,6 +28,7 @@ import ctypes
 import json
 import os
 import platform
+import re
 import resource
 import stat
 import struct
@@ -37,11 +40,14 @@ from collections.abc import Iterator
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from codec import fits, from_data, to_data  # noqa: E402
 
-MAX_THREADS = 64  # RLIMIT_NPROC, counted per uid: each sandbox started by root gets a uid of its own
+MAX_THREADS = 64  # RLIMIT_NPROC: a uid of its own (started by root) or a user namespace of its own (an ordinary user)
 FALLBACK_UID = 65534  # where the sandbox's own uid cannot be set (root of a container's user namespace)
 MAX_INODES = 10_000  # files and folders in /tmp: each costs kernel memory that disk_mb does not count
 MAX_GLOBAL = 64 << 10  # characters of one plain-data global offered to the tests
-MS_REMOUNT = 32
+MS_NOSUID, MS_NODEV, MS_REMOUNT = 2, 4, 32
+CLONE_NEWNS = 0x00020000
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 # ---- Landlock (include/uapi/linux/landlock.h); syscall numbers are the same on all arches
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -118,14 +124,21 @@ def set_limits(job: dict) -> None:
 
 
 def limit_tmp(job: dict) -> str | None:
-    """Remount the sandbox's /tmp with an inode limit too (bubblewrap sets only its size).
-    Needs CAP_SYS_ADMIN in this mount namespace, which the runner has, started by root, before
-    it drops it; under an ordinary user's bubblewrap, /tmp keeps only its size limit."""
-    if os.geteuid() != 0:  # an ordinary user's bubblewrap already dropped every capability
+    """/tmp with an inode limit too (bubblewrap sets only its size). Started by root, the
+    runner remounts bubblewrap's /tmp. An ordinary user's runner sits in a user namespace
+    nested below the one that owns bubblewrap's mounts (--disable-userns makes it), so it
+    cannot remount them; with the CAP_SYS_ADMIN bubblewrap left it in its own namespace it
+    takes a mount namespace of its own and mounts a fresh, limited tmpfs over /tmp."""
+    options = ctypes.c_char_p(f"size={int(job['disk_bytes'])},nr_inodes={MAX_INODES},mode=1777".encode())
+    if os.geteuid() == 0:
+        if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_REMOUNT | MS_NOSUID | MS_NODEV), options) != 0:
+            return f"/tmp inode limit: {os.strerror(ctypes.get_errno())}"
         return None
-    options = f"size={int(job['disk_bytes'])},nr_inodes={MAX_INODES},mode=1777".encode()
-    if libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_REMOUNT), ctypes.c_char_p(options)) != 0:
-        return f"/tmp inode limit: {os.strerror(ctypes.get_errno())}"
+    if libc.unshare(ctypes.c_int(CLONE_NEWNS)) != 0 \
+            or libc.mount(b"tmpfs", b"/tmp", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options) != 0:
+        return (f"/tmp inode limit: {os.strerror(ctypes.get_errno())} (an ordinary user's sandbox needs bubblewrap "
+                f"to grant CAP_SYS_ADMIN in its user namespace, which a setuid bubblewrap does not)")
+    os.chdir("/tmp")  # the working folder was the unlimited /tmp now beneath it
     return None
 
 
@@ -136,15 +149,55 @@ def pin_cpu(cpu: int) -> None:
     os.sched_setaffinity(0, {allowed[cpu % len(allowed)]})
 
 
+def drop_capabilities() -> str | None:
+    """An ordinary user's runner: every capability bubblewrap left it (CAP_SYS_ADMIN and
+    CAP_SETPCAP, in its own user namespace, for /tmp), from every set, the bounding set first
+    (which takes CAP_SETPCAP), so no exec can regain one."""
+    for cap in range(64):
+        _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = ctypes.create_string_buffer(struct.pack("Ii", LINUX_CAPABILITY_VERSION_3, 0))
+    sets = ctypes.create_string_buffer(24)  # effective, permitted, inheritable: two 32-bit words each, all zero
+    if libc.capset(header, sets) != 0:
+        return f"dropping capabilities: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+def limit_threads_per_namespace() -> str | None:
+    """An ordinary user's sandbox has no uid of its own, but a user namespace of its own
+    (bubblewrap's), and since Linux 5.14 RLIMIT_NPROC counts a uid's tasks in one user
+    namespace (ucounts): the 64 are this sandbox's alone, however many processes the user
+    runs elsewhere (the user's own limit still counts them all). Before 5.14 it counted the
+    user's processes on the whole host: reported, not set, since it would starve the sandbox."""
+    version = re.match(r"(\d+)\.(\d+)", platform.release())
+    if version is None or (int(version[1]), int(version[2])) < (5, 14):
+        return f"thread limit: Linux {platform.release()} counts RLIMIT_NPROC per user, not per sandbox (needs 5.14)"
+    resource.setrlimit(resource.RLIMIT_NPROC, (MAX_THREADS, MAX_THREADS))
+    return None
+
+
+def capabilities_left() -> str | None:
+    """Whatever path dropped them, no capability set may still hold one."""
+    with open("/proc/self/status") as status:
+        held = [line.split(":")[0] for line in status if line.startswith("Cap") and int(line.split()[1], 16)]
+    return f"capabilities left: {', '.join(held)}" if held else None
+
+
 def drop_privileges(uid: int) -> str | None:
     """A new empty session keyring (the one inherited from the host is no longer reachable),
     then (as root) `uid` as every uid and gid, which clears every capability. The uid is the
-    sandbox's own (the harness picks it), so RLIMIT_NPROC bounds this sandbox's threads alone."""
+    sandbox's own (the harness picks it), so RLIMIT_NPROC bounds this sandbox's threads alone.
+    An ordinary user's runner drops what bubblewrap left it and limits its threads per user
+    namespace instead."""
     arch = SYSCALLS.get(platform.machine())
     if arch is not None and libc.syscall(ctypes.c_long(arch[1]["keyctl"]), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING),
                                          None) < 0 and os.geteuid() == 0:
         return f"new session keyring: {os.strerror(ctypes.get_errno())}"
-    if os.geteuid() == 0:
+    if os.geteuid() != 0:
+        failed = drop_capabilities() or limit_threads_per_namespace()
+        if failed:
+            return failed
+    else:
         for cap in range(64):  # the bounding set too, so no exec can ever regain one
             _prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: fine
         os.setgroups([])
@@ -165,7 +218,7 @@ def drop_privileges(uid: int) -> str | None:
         os.setresuid(uid, uid, uid)
     if os.geteuid() == 0 or os.getuid() == 0:
         return "still root after dropping privileges"
-    return None
+    return capabilities_left()
 
 
 READABLE = ("/usr", "/aha", "/dev", "/proc")

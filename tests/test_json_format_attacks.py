@@ -3,8 +3,7 @@ sample would let a policy stop the run through train.max_reward_failure_rate (is
 
 import pytest
 
-from aha.rewards import json_format
-from aha.rewards import formats
+from aha.rewards import formats, json_format
 
 MAX_JSON_DEPTH = 128  # documented in docs/rewards.md; checked against the module below
 

@@ -4,6 +4,8 @@ both use it (a task's samples, a judge's or reward model's view of the question)
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 
 from aha.errors import TaskError
@@ -107,3 +109,66 @@ def encode_prompts(tokenizer, task: PromptStyle, samples: list[dict]) -> list[li
                             + ("as the model's chat template writes it" if templated else "(empty text)"))
         out.append(ids)
     return out
+
+
+class PlainText:
+    """The tokenizer reading text the policy wrote (a completion, a step of one) as ordinary
+    text, for a judge or reward model that re-tokenises it: a chat control token's string in it
+    ("<|im_end|>", the EOS) becomes the tokens of its characters, never that token, so the
+    policy cannot forge the end of its turn and a new one. Rollouts decode completions with
+    skip_special_tokens=True, so such a string in one was always spelled out, never sampled.
+
+    Control tokens (`control`, longest first, as a regex) are the tokenizer's special tokens
+    and the added tokens its chat template writes (DeepSeek-R1's "<｜User｜>" is not special);
+    other added tokens (Gemma's runs of newlines) stay as they are. This is the set
+    transformers' apply_chat_template(sanitize_control_tokens=True) protects. Text with no
+    control token's string in it gets exactly the tokenizer's ids (and offsets).
+    Called as the tokenizer is: plain(text, return_offsets_mapping=...) -> dict."""
+
+    def __init__(self, tokenizer):
+        template = str(getattr(tokenizer, "chat_template", None) or "")
+        added = tokenizer.added_tokens_decoder.values()
+        strings = sorted({t.content for t in added if (t.special or t.content in template) and not t.content.isspace()},
+                         key=len, reverse=True)
+        self.tokenizer = tokenizer
+        self.control = re.compile("|".join(map(re.escape, strings)) or "(?!)")  # (?!) matches nothing
+        self.pipeline = None
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        if backend is not None:  # a copy of its pipeline that leaves the control tokens (and only them) unmatched
+            from tokenizers import Tokenizer
+
+            spec = json.loads(backend.to_str())
+            for token in spec["added_tokens"]:  # none removed: the copy numbers its added tokens anew
+                token["special"] = token["content"] in strings
+            spec["truncation"] = spec["padding"] = None
+            self.pipeline = Tokenizer.from_str(json.dumps(spec))
+            self.pipeline.encode_special_tokens = True  # special tokens are read as text
+
+    def __call__(self, text: str, add_special_tokens: bool = False, return_offsets_mapping: bool = False) -> dict:
+        # add_special_tokens is taken as the tokenizer takes it, and ignored: the policy's text is
+        # the middle or the end of a sequence, never given a BOS of its own
+        if self.pipeline is None:  # a Python tokenizer: told to, it leaves every added token unmatched
+            return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True,
+                                  return_offsets_mapping=return_offsets_mapping)
+        encoded = self.pipeline.encode(text, add_special_tokens=False)
+        out = {"input_ids": list(encoded.ids)}
+        if return_offsets_mapping:
+            out["offset_mapping"] = list(encoded.offsets)
+        return out
+
+
+def encode_quoting(tokenizer, plain: PlainText, before: str, text: str, after: str) -> list[int]:
+    """Token ids of before + text + after (a rendered chat template around the policy's text),
+    the template's control tokens read as tokens and `text` as ordinary text (PlainText).
+
+    A tokenizer cuts its input at control tokens first and reads each stretch between two on
+    its own; so the stretch holding `text` (from the last control token before it to the first
+    after it) is read by `plain`, the rest as the tokenizer reads it. For a text with no control
+    token's string in it this gives the ids of the whole string."""
+    cuts = [match.end() for match in plain.control.finditer(before)]
+    start = cuts[-1] if cuts else 0
+    following = plain.control.search(after)
+    end = following.start() if following else len(after)
+    head = tokenizer(before[:start], add_special_tokens=False)["input_ids"] if start else []
+    tail = tokenizer(after[end:], add_special_tokens=False)["input_ids"] if end < len(after) else []
+    return list(head) + plain(before[start:] + text + after[:end])["input_ids"] + list(tail)

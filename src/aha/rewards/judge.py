@@ -15,19 +15,24 @@ takes any Hugging Face folder).
 
 The judge model is loaded once per process, frozen, and never the policy being trained
 (loading by name gives a fresh copy of the weights). A learned judge can be fooled: cap
-it (clip_max) and watch the hacking monitor's gold gap.
+it (clip_max) and watch the hacking monitor's gold gap. It cannot be fooled by a forged turn:
+the response is read as ordinary text (prompts.PlainText), so "<|im_end|>" written by the
+policy is the characters, not the judge's end of turn; only the template's markers are tokens.
 """
 
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import torch
 
-from aha.prompts import prompt_text
+from aha.prompts import PlainText, encode_quoting, prompt_text, token_ids
 from aha.rewards.functions import batched
 
 _JUDGES: dict[str, object] = {}
+_PLAIN: dict[str, PlainText] = {}  # each judge's tokenizer reading the policy's text as ordinary text
+RESPONSE = "\ue000aha-response\ue000"  # private-use characters: where the response goes in the rendered template
 _INTEGER = re.compile(r"\d+")
 SYSTEM = "You are a careful, strict grader. You grade a response against a rubric."
 TEMPLATE = "Rubric:\n{rubric}\n\nQuestion:\n{prompt}\n\n{reference}Response:\n{completion}\n\n{instruction}"
@@ -51,21 +56,42 @@ def judge_model(name: str):
     return _JUDGES[name]
 
 
-def judge_messages(rubric: str, sample: dict, completion: str, mode: str, scale: int, show_reference: bool,
-                   max_chars: int) -> list[dict]:
+def judge_messages(rubric: str, sample: dict, completion: str, mode: str, scale: int,
+                   show_reference: bool) -> list[dict]:
     reference = ""
     if show_reference and sample.get("answer") not in (None, ""):
         reference = f"Reference answer:\n{sample['answer']}\n\n"
     text = TEMPLATE.format(rubric=rubric, prompt=prompt_text(sample.get("prompt", "")), reference=reference,
-                           completion=completion[:max_chars], instruction=INSTRUCTIONS[mode].format(scale=scale))
+                           completion=completion, instruction=INSTRUCTIONS[mode].format(scale=scale))
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
 
 
-def _encode(tokenizer, messages: list[dict], prefix: str) -> list[int]:
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    if hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids) + (tokenizer.encode(prefix, add_special_tokens=False) if prefix else [])
+def _encode(tokenizer, plain: PlainText, messages, completion: str, prefix: str) -> list[int]:
+    """The judge's prompt ids: messages(completion) through the chat template, the completion
+    read as ordinary text. Without a control token's string in it (nearly always) the template
+    is tokenised whole, as it always was; with one, the template is rendered around a stand-in
+    and the completion put in its place as plain text (prompts.encode_quoting)."""
+    if plain.control.search(completion) is None:
+        ids = token_ids(tokenizer.apply_chat_template(messages(completion), add_generation_prompt=True, tokenize=True))
+    else:
+        rendered = tokenizer.apply_chat_template(messages(RESPONSE), add_generation_prompt=True, tokenize=False)
+        if rendered.count(RESPONSE) != 1:  # the template edits or drops the user's text: no place to put it
+            raise ValueError("the judge's chat template does not write the user's message as given; it cannot "
+                             "quote a response that holds a control token's text")
+        before, _, after = rendered.partition(RESPONSE)
+        ids = encode_quoting(tokenizer, plain, before, completion, after)
+    return ids + (tokenizer.encode(prefix, add_special_tokens=False) if prefix else [])
+
+
+def judge_prompts(name: str, completions: list[str], samples: list[dict], rubric: str, mode: str, scale: int,
+                  show_reference: bool, max_chars: int) -> list[list[int]]:
+    """The judge `name`'s prompt ids for each completion (cut to max_chars characters)."""
+    tokenizer = judge_model(name).tokenizer
+    if name not in _PLAIN:
+        _PLAIN[name] = PlainText(tokenizer)
+    return [_encode(tokenizer, _PLAIN[name], partial(judge_messages, rubric, s, mode=mode, scale=scale,
+                                                     show_reference=show_reference), c[:max_chars], PREFIX[mode])
+            for c, s in zip(completions, samples)]
 
 
 def answer_tokens(tokenizer, mode: str, scale: int) -> tuple[list[int], list[float]]:
@@ -132,9 +158,7 @@ def rubric_judge(completions: list[str], samples: list[dict], rubric: str, model
     if not 1 <= scale <= (9 if mode == "expected" else 100):
         raise ValueError(f"scale {scale} out of range (1..9 for expected, 1..100 for generate)")
     loaded = judge_model(model)
-    prompts = [_encode(loaded.tokenizer, judge_messages(rubric, s, c, mode, scale, show_reference, max_chars),
-                       PREFIX[mode])
-               for c, s in zip(completions, samples)]
+    prompts = judge_prompts(model, completions, samples, rubric, mode, scale, show_reference, max_chars)
     grades: list[float | None] = []
     for start in range(0, len(prompts), batch_size):
         chunk = prompts[start: start + batch_size]

@@ -3,7 +3,8 @@
 The model is loaded once, when the reward is built, and scores completions in batches:
 prompt and completion are tokenised as in its training (the prompt through the chat
 template with the system prompt and few-shot turns it was trained with, recorded in the
-checkpoint's reward_model.json; the completion as plain tokens + the stop token), and the
+checkpoint's reward_model.json; the completion as plain tokens + the stop token: read as
+ordinary text, so a "<|im_end|>" the policy wrote is not the model's end of turn), and the
 score is the heads' ensemble score read at the last token. It is a batched reward
 (rewards/functions.py: batched), so clip_min/clip_max, weight and combine apply as to any
 other, and `eval.rank_by` ranks samples by it.
@@ -60,7 +61,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     from aha.models.checkpoints import load_weights
     from aha.models.compute import stop_token
     from aha.models.reward_model import SCORES, RewardModel, ensemble_score
-    from aha.prompts import PromptStyle, encode_prompts
+    from aha.prompts import PlainText, PromptStyle, encode_prompts
 
     try:  # a process reward model scores step by step, with its own args
         prm = resolve_checkpoint(path, base_dir, f"{key}.model")
@@ -81,6 +82,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     head = nn.Linear(loaded.model.config.hidden_size, about["heads"])
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer
+    plain = PlainText(tokenizer)  # the policy's text as ordinary text: no forged special token
     model = RewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
     task = PromptStyle(about.get("system_prompt"), about.get("few_shot") or [])
     stop, max_length = stop_token(tokenizer, loaded.model), about["max_length"]
@@ -90,7 +92,7 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
         sequences = {}
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):
             if len(prompt) < max_length:
-                ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [stop]
+                ids = plain(completion)["input_ids"] + [stop]
                 sequences[i] = (prompt + ids)[:max_length]
         scores: list[float | None] = [None] * len(completions)
         order = sorted(sequences, key=lambda i: len(sequences[i]))  # batches of like lengths pad little

@@ -4,7 +4,8 @@
 A completion is split into steps at the separator the PRM was trained with (recorded in its
 checkpoint's process_reward_model.json, with the chat template's system prompt and few-shot
 turns); each non-blank step is scored at the token that closes it, exactly as in training
-(models/process_reward.py: the same tokenisation of the whole completion + the stop token),
+(models/process_reward.py: the same tokenisation of the whole completion + the stop token,
+the completion read as ordinary text: a "<|im_end|>" the policy wrote is not a special token),
 and the step probabilities are aggregated into one reward: `min` (PURE, Cheng et al. 2025:
 the worst step decides, so padding a solution with easy steps does not pay), `sum` (rewards
 more steps, the form PURE shows being hacked) or `mean`; or `dense` keeps them apart
@@ -70,7 +71,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     from aha.models.checkpoints import load_weights
     from aha.models.compute import stop_token
     from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
-    from aha.prompts import PromptStyle, encode_prompts
+    from aha.prompts import PlainText, PromptStyle, encode_prompts
 
     args = _args(args, key, dtype)
     dtype = compute_dtype(args, key)
@@ -79,6 +80,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     head = nn.Linear(loaded.model.config.hidden_size, 1)
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer
+    plain = PlainText(tokenizer)  # the policy's steps as ordinary text: no forged special token
     model = ProcessRewardModel(loaded.model, head, tokenizer.pad_token_id).eval().requires_grad_(False)
     task = PromptStyle(about.get("system_prompt"), about.get("few_shot") or [])
     stop, limit, separator = stop_token(tokenizer, loaded.model), about["max_length"], about["separator"]
@@ -89,7 +91,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
         rows, scores, step_chars = {}, [None] * len(completions), {}
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):
             pieces = completion.split(separator)
-            ids, ends = encode_steps(tokenizer, pieces, separator, stop)
+            ids, ends = encode_steps(plain, pieces, separator, stop)
             # where each piece ends in the completion, its separator included (as its closing token)
             chars = [sum(len(p) for p in pieces[:k + 1]) + len(separator) * min(k + 1, len(pieces) - 1)
                      for k in range(len(pieces))]

@@ -6,12 +6,16 @@ its form, so a completion cannot score by mentioning the right value on the way 
 operand, listing candidates, a box in the reasoning) and then concluding something else.
 
 Text a reader does not see is removed first (`strip_hidden`): HTML comments, LaTeX % comments,
-\\iffalse...\\fi blocks and fenced ``` code blocks, so an answer cannot hide in them."""
+\\iffalse...\\fi blocks and fenced ``` code blocks, then phantoms, white text, comment
+environments, hidden HTML and closed <details> (aha.rewards.visible), so an answer cannot hide
+in them."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from aha.rewards.visible import strip_invisible
 
 # a number with its commas ("1,200", "1,2,3"); to_float reads it only when they separate thousands
 NUMBER = r"-?\d+(?:,\d+)*(?:\.\d+)?"
@@ -22,25 +26,38 @@ _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _IFFALSE = re.compile(r"\\iffalse\b.*?(?:\\fi\b|\Z)", re.DOTALL)
 # a LaTeX comment runs from an unescaped % to the end of the line when it hides something there;
-# "12%", "12 %" and a % closing its line ("$28$ %.") are percent signs
-_LATEX_COMMENT = re.compile(r"(?<![\\\d])(?<!\d )%(?=[ \t]*[^\s.,;:!?])[^\n]*")
+# "12%", "12 %" and a % closing its line ("$28$ %.") are percent signs; punctuation right after
+# the % does not make it one ("%, \boxed{42}" hides the box)
+_LATEX_COMMENT = re.compile(r"(?<![\\\d])(?<!\d )%(?=[ \t.,;:!?]*+[^\s.,;:!?])[^\n]*")
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-# "answer:", "answer is", "answer =", "answer isn't"; the rest of the line is read by lookahead
-# so that "Final Answer: The final answer is 5" yields both anchors and the later one wins
-_ANSWER_ANCHOR = re.compile(r"\banswer\s*(is\s*n[o']t\b|is\b|:|=)\s*:?[ \t]*(?=([^\n]*))", re.IGNORECASE)
+# "answer:", "answer is", "answer =", "answer isn't"; the anchor ends where its content starts, so
+# that "Final Answer: The final answer is 5" yields both anchors and the later one wins. Every run
+# is possessive: the run after it starts with other characters, or nothing follows it
+_ANSWER_ANCHOR = re.compile(r"\banswer\s*+(is\s*+n[o']t\b|is\b|:|=)\s*+:?[ \t]*+", re.IGNORECASE)
+# an answer line's content is kept to this many characters (its sentence or clause ends well
+# before): "answer: answer: ..." on one long line would otherwise hold the rest of the line once
+# per anchor (quadratic in the contents' total length)
+MAX_ANSWER_LINE = 500
 # an answer line ends with its sentence or clause: "The answer is 12, because ..." is 12
-_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope it is correct"
-                           r"|,?\s+(?:then|because|since|so|which|where|when|if|but)\b", re.IGNORECASE)
+_CLAUSE_WORDS = r"(?:then|because|since|so|which|where|when|if|but)\b"
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\bI hope it is correct|,?\s+" + _CLAUSE_WORDS, re.IGNORECASE)
+# the same, its whitespace run entered only at a comma or where the run starts: searched along a
+# long run of spaces, ",?\s+" was tried from every space, each time to the run's end (quadratic)
+_SENTENCE_END_AT_RUN = re.compile(r"\.(?=\s|$)|\bI hope it is correct|(?:,|(?<!\s))\s++" + _CLAUSE_WORDS,
+                                  re.IGNORECASE)
 
 
 def strip_hidden(text: str) -> str:
     """The completion without HTML comments, LaTeX % comments, \\iffalse...\\fi blocks and
-    fenced code blocks (each unclosed one runs to the end of the text)."""
+    fenced code blocks (each unclosed one runs to the end of the text), then without what a
+    reader is not shown (visible.strip_invisible: phantoms, white text, a comment environment,
+    hidden HTML, the body of a closed <details>). Comments go first: LaTeX reads a brace after %
+    as part of the comment."""
     text = _HTML_COMMENT.sub("", text)
     text = _CODE_BLOCK.sub("", text)
     text = _IFFALSE.sub("", text)
-    return _LATEX_COMMENT.sub("", text)
+    return strip_invisible(_LATEX_COMMENT.sub("", text))
 
 
 @dataclass(frozen=True)
@@ -87,20 +104,32 @@ def tags(text: str, tag: str = "answer") -> list[Stated]:
 
 def tagged(text: str, tag: str = "answer") -> str | None:
     """Content of the last closed <tag>...</tag> span."""
-    found = re.findall(rf"<{tag}>(.*?)</{tag}>", text, flags=re.DOTALL)
-    return found[-1].strip() if found else None
+    # tags() reads an unclosed one to the end once; a search for "<tag>(.*?)</tag>" read to the
+    # end from every unclosed <tag> (quadratic on "<tag><tag><tag>...")
+    found = [s.text for s in tags(text, tag) if s.closed]
+    return found[-1] if found else None
 
 
 def answer_lines(text: str) -> list[Stated]:
     """Every "Answer:" / "answer is" / "answer =" anchor in order, with what follows it on its
-    line up to the end of the sentence (". ", "I hope it is correct") or clause (", because", " then", ...)."""
-    found = []
+    line up to the end of the sentence (". ", "I hope it is correct") or clause (", because", " then", ...),
+    its first MAX_ANSWER_LINE characters."""
+    found, stop, searched, ahead = [], -1, False, None
     for match in _ANSWER_ANCHOR.finditer(text):
-        rest = match.group(2)
-        cut = _SENTENCE_END.search(rest)
-        content = (rest[:cut.start()] if cut else rest).strip()
+        start = match.end()
+        if start > stop:  # the first anchor of its line
+            newline = text.find("\n", start)
+            stop, searched = (newline if newline >= 0 else len(text)), False
+        cut = _SENTENCE_END.match(text, start, stop)  # the sentence ends right where the content starts
+        if cut is None:
+            # else further on (where the run-entry form finds the same ends): one search serves
+            # every anchor of the line before the end it found, so a line is searched once
+            if not searched or (ahead is not None and ahead.start() <= start):
+                ahead, searched = _SENTENCE_END_AT_RUN.search(text, start + 1, stop), True
+            cut = ahead
+        content = text[start:min(cut.start() if cut else stop, start + MAX_ANSWER_LINE)].strip()
         negated = len(match.group(1)) > 2 or re.match(r"(?:not|never)\b", content, re.IGNORECASE) is not None
-        found.append(Stated("line", match.start(), match.end() + len(rest), content, negated))
+        found.append(Stated("line", match.start(), stop, content, negated))
     return found
 
 

@@ -23,13 +23,15 @@ from aha.rewards.extract import (
     to_float,
     units_differ,
 )
+from aha.rewards.fallback import refuses, unstated, without_pronoun_i
 
 _ENDS_WITH_NUMBER = re.compile(NUMBER + r"\s*\.?\s*$")
 
 
 def extract_answer(completion: str) -> float | None:
     """The final answer as a number: the last \\boxed{...} if any (an empty one is no answer),
-    else the last number; comments and code blocks are removed first (extract.strip_hidden).
+    else the last number (with no answer stated, not one refused or closing a long list:
+    aha.rewards.fallback); hidden text is removed first (extract.strip_hidden).
 
     Only the final answer counts, so a completion cannot score by mentioning the right
     number somewhere (e.g. by repeating an operand) and then concluding something else."""
@@ -37,6 +39,8 @@ def extract_answer(completion: str) -> float | None:
     boxed = last_boxed(completion)
     if boxed is not None:
         return to_float(boxed)
+    if not any(_holds_math(s.text) for s in stated_answers(completion)) and unstated(completion):
+        return None
     return to_float(last_number(completion))
 
 
@@ -174,8 +178,9 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     symbolic expressions (1/2 = 0.5 = \\frac{2}{4}, x+1 = 1+x, (1,2] as an interval).
 
     Which answer counts (docs/rewards.md has the full rules): hidden text (comments, code
-    blocks) is removed; the LAST stated answer wins -- a \\boxed{} run, an <answer> span or an
-    "Answer:" line -- else math-verify's own extraction of the last expression. An empty box,
+    blocks, phantoms, white text, hidden HTML) is removed; the LAST stated answer wins -- a \\boxed{}
+    run, an <answer> span or an "Answer:" line -- else math-verify's own extraction of the last
+    expression, unless a refusal follows it or it closes a long list (fallback.py). An empty box,
     an empty span or "the answer is not X" scores 0 with no fall back. Boxes side by side are
     one answer, a set. Units stated on both sides must agree; a percentage equals a plain number
     only when the reference is a percentage. A reference that is not math (math-verify keeps only
@@ -202,14 +207,16 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
         predicted = _parse(_box_run(text, found), timeout_seconds, first_match=True) if last.form == "boxed" \
             else _parse_span(span, timeout_seconds)
     else:
-        if _negated_fallback(text):
+        single = to_float(reference) is not None or "," not in reference  # a list may answer a list reference
+        if _negated_fallback(text) or unstated(text, enumeration=single):
             return 0.0
         span = text.strip().splitlines()[-1] if text.strip() else ""
         predicted = _parse(text.strip().rstrip("."), timeout_seconds)  # "... is 3/5." is 3/5
     if not predicted or units_differ(span, _gold_span(reference)):
         return 0.0
     predicted = _percent_as_value(predicted, gold)
-    equal = verify(gold, predicted, timeout_seconds=timeout_seconds) or equal_when_rounded(gold, predicted, timeout_seconds)
+    equal = verify(gold, predicted, timeout_seconds=timeout_seconds) \
+        or equal_when_rounded(gold, predicted, timeout_seconds)
     return 1.0 if equal else 0.0
 
 
@@ -237,14 +244,20 @@ def multiple_choice(completion: str, sample: dict, choices: str = "ABCDEFGHIJ") 
     """1.0 if the chosen letter equals sample['answer'] (e.g. "B"): the first letter in the
     final answer span, else the last standalone choice letter of the completion. Where the
     pick is read from (the span, else the last sentence with a letter) must not list several
-    choices: "A or B" and "A B C D" are hedges and score 0, whichever letter is right."""
-    span = final_answer(completion)
+    choices: "A or B" and "A B C D" are hedges and score 0, whichever letter is right. Only
+    visible text counts (extract.strip_hidden); an I followed by "think", "'m", ... is the
+    pronoun ("B, I think" picks B); with no answer stated, a refusal after the last letter
+    ("Maybe B. I don't know.") picks nothing."""
+    text = without_pronoun_i(strip_hidden(completion))
+    span = final_answer(text)
     region = span
     if span is None:
-        sentences = [t for t in _SENTENCE_END.split(completion) if any(c in choices for c in _CHOICE.findall(t))]
+        sentences = [t for t in _SENTENCE_END.split(text) if any(c in choices for c in _CHOICE.findall(t))]
         region = sentences[-1] if sentences else ""
     found = [c for c in _CHOICE.findall(region) if c in choices]
     if not found or _hedges(region, choices):
+        return 0.0
+    if span is None and refuses(text[[m for m in _CHOICE.finditer(text) if m.group(1) in choices][-1].end():]):
         return 0.0
     pick = found[0] if span is not None else found[-1]
     return 1.0 if pick == str(sample["answer"]).strip().strip("()").upper() else 0.0
@@ -259,10 +272,10 @@ def normalize_text(text: str) -> str:
 
 
 def exact_match(completion: str, sample: dict, normalize: bool = True) -> float:
-    """1.0 if the final answer span (else the whole completion) equals sample['answer'],
-    or any of sample['answers'] when a list of accepted answers is given."""
+    """1.0 if the final answer span (else the whole visible completion, extract.strip_hidden)
+    equals sample['answer'], or any of sample['answers'] when a list of accepted answers is given."""
     span = final_answer(completion)
-    predicted = span if span is not None else completion
+    predicted = span if span is not None else strip_hidden(completion)
     accepted = sample.get("answers") or [sample["answer"]]
     canon = normalize_text if normalize else str.strip
     return 1.0 if any(canon(predicted) == canon(str(a)) for a in accepted) else 0.0

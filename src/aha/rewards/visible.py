@@ -15,9 +15,10 @@ Markdown comments: a line "[//]: # (..)", "[comment]: <> (..)" (a link definitio
 never rendered). Zero-width characters (U+200B-U+200D, U+2060, U+FEFF, a soft hyphen) are
 dropped, so "4<ZWSP>2" reads as the 42 a reader sees.
 
-HTML: an element that is never rendered (script, style, template, head, title), one with the hidden attribute, or a style of display:none, visibility:hidden,
-opacity:0, font-size:0, or a white or transparent color (a <font color="white"> too), with all
-it holds; a <details> that is not open, but for its <summary> (the one part a reader sees).
+HTML: an element that is never rendered (script, style, template, head, title), one with the
+hidden attribute, or a style of display:none, visibility:hidden, opacity:0, font-size:0, or a
+white or transparent color (a <font color="white"> too), with all it holds; a <details> that is
+not open, but for its <summary> (the one part a reader sees).
 
 Each part removed becomes one space, so the text on either side does not join into a new
 number. Every regular expression here runs in linear time (possessive runs, no nested

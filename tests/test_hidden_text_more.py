@@ -46,3 +46,20 @@ def test_what_stays_visible(text, visible):
 def test_zero_width_characters_inside_an_answer_read_as_shown():
     assert math_answer("\\boxed{4\u200b2}", {"answer": "42"}) == 1.0
     assert exact_match("The answer is Pa\u200bris.", {"answer": "Paris"}) == 1.0
+
+
+@pytest.mark.parametrize("name", ["bleu", "chrf", "rouge_l"])
+def test_reference_metrics_score_only_the_text_a_reader_sees(name):
+    from aha.rewards import reference
+
+    metric = getattr(reference, name)
+    sample = {"answer": "the cat sat on the mat near the door"}
+    shown = "a dog ran"
+    hiders = ["<!-- @ -->", "<span hidden>@</span>", r"\textcolor{white}{@}",
+              "<details><summary>x</summary>@</details>"]
+    for hider in hiders:
+        stuffed = shown + " " + hider.replace("@", sample["answer"])
+        assert metric(stuffed, sample) == pytest.approx(metric(shown, sample), abs=0.01)
+        assert metric(stuffed, sample) < 0.2  # the hidden reference scored > 0.5
+    code = "```\nthe cat sat on the mat near the door\n```"
+    assert metric(code, sample) > 0.5  # a code block is shown: it counts here

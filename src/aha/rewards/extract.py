@@ -48,14 +48,16 @@ _SENTENCE_END_AT_RUN = re.compile(r"\.(?=\s|$)|\bI hope it is correct|(?:,|(?<!\
                                   re.IGNORECASE)
 
 
-def strip_hidden(text: str) -> str:
+def strip_hidden(text: str, keep_code: bool = False) -> str:
     """The completion without HTML comments, LaTeX % comments, \\iffalse...\\fi blocks and
     fenced code blocks (each unclosed one runs to the end of the text), then without what a
     reader is not shown (visible.strip_invisible: phantoms, white text, a comment environment,
     hidden HTML, the body of a closed <details>). Comments go first: LaTeX reads a brace after %
-    as part of the comment."""
+    as part of the comment. keep_code=True keeps code blocks (shown, just not an answer), for
+    rewards that score all the text a reader sees (bleu, chrf, rouge_l)."""
     text = _HTML_COMMENT.sub("", text)
-    text = _CODE_BLOCK.sub("", text)
+    if not keep_code:
+        text = _CODE_BLOCK.sub("", text)
     text = _IFFALSE.sub("", text)
     return strip_invisible(_LATEX_COMMENT.sub("", text))
 

@@ -214,8 +214,8 @@ def test_reward_statistics_are_taken_over_finite_values(tmp_path, monkeypatch):
     # counts it in reward/nonfinite, and the sampled statistics ignore it
     real = CompositeReward.score
 
-    def leaky(self, completions, samples):
-        result = real(self, completions, samples)
+    def leaky(self, completions, samples, completion_tokens=None):
+        result = real(self, completions, samples, completion_tokens)
         result.total[::3] = NAN
         for values in result.components.values():
             values[::3] = INF

@@ -50,7 +50,10 @@ def rank_scores(reward: CompositeReward, path: Path, problems: list[dict], by_pr
     with path.open("a", encoding="utf-8") as handle:
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start:start + CHUNK]
-            result = reward.score([by_problem[p["id"]][j]["completion"] for p, j in chunk], [p for p, _ in chunk])
+            drawn = [by_problem[p["id"]][j] for p, j in chunk]
+            lengths = [record.get("length") for record in drawn]  # the tokens generated, which length rewards read
+            result = reward.score([record["completion"] for record in drawn], [p for p, _ in chunk],
+                                  None if None in lengths else lengths)
             rows = []
             for (p, j), total, failed in zip(chunk, result.total.tolist(), result.failed.tolist()):
                 have[(p["id"], j)] = math.nan if failed else total

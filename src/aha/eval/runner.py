@@ -36,7 +36,8 @@ def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = Non
         for start in range(0, len(samples), engine.batch_size):
             chunk = samples[start:start + engine.batch_size]
             rollouts = engine.generate(prompts[start:start + len(chunk)], greedy=True, max_new_tokens=max_new_tokens)
-            for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk)):
+            tokens = [int(t) for t in rollouts.lengths().tolist()]  # what length rewards measure
+            for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk, tokens)):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
                                 "completion": text, "score": score})
             bar.update(len(chunk))

@@ -117,7 +117,8 @@ def draw_samples(engine: Engine, task: Task, problems: list[dict], scorer: Score
         # the chunk's group size fits its neediest problem; keep what each lacks
         rows = [(row, chunk[p][0]) for row, p in enumerate(rollouts.prompt_index.tolist())
                 if row - p * group < chunk[p][1]]
-        scores = scorer.score([rollouts.texts[row] for row, _ in rows], [problem for _, problem in rows])
+        scores = scorer.score([rollouts.texts[row] for row, _ in rows], [problem for _, problem in rows],
+                              [int(lengths[row]) for row, _ in rows])
         records = []
         for (row, problem), score in zip(rows, scores):
             text, length = rollouts.texts[row], int(lengths[row])

@@ -24,6 +24,7 @@ from typing import Callable
 
 from aha.config import Config
 from aha.prompts import prompt_text
+from aha.rewards.calls import TOKENS, as_number, takes_tokens
 from aha.rewards.compose import CompositeReward, build_reward
 from aha.rewards.functions import SHORT_NAMES, RewardError, resolve_function
 
@@ -42,11 +43,9 @@ def _sample_label(sample: dict) -> str:
 
 def _as_number(value) -> float | None:
     """value as a float, or None when it is not a number (None, a string, a dict, ...)."""
-    if value is None or isinstance(value, (str, bytes, dict)):
-        return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        return as_number(value)
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -55,14 +54,17 @@ class FunctionScorer:
 
     def __init__(self, name: str, fn: Callable[[str, dict], float]):
         self.name, self.fn = name, fn
+        self.takes_tokens = takes_tokens(fn)
         self.key = name  # a sample cache's meta: the name, as before 'reward' existed
         self.describe = name
 
-    def score(self, completions: list[str], samples: list[dict]) -> list[float]:
+    def score(self, completions: list[str], samples: list[dict],
+              completion_tokens: list[int] | None = None) -> list[float]:
         scores = []
-        for completion, sample in zip(completions, samples):
+        tokens = [None] * len(completions) if completion_tokens is None else completion_tokens
+        for completion, sample, n in zip(completions, samples, tokens):
             try:
-                value = self.fn(completion, sample)
+                value = self.fn(completion, sample, **({TOKENS: n} if self.takes_tokens and n is not None else {}))
             except Exception as err:  # noqa: BLE001 - any failure is reported the same way
                 raise self.error(sample, f"{type(err).__name__}: {err}") from err
             number = _as_number(value)
@@ -91,11 +93,14 @@ class RewardScorer:
         self.key = f"{name} >= {threshold:g} (reward {fingerprint})"
         self.describe = f"{'total reward' if part is None else f'reward {part!r}'} >= {threshold:g}"
 
-    def score(self, completions: list[str], samples: list[dict]) -> list[float]:
-        result = self.reward.score(completions, samples)
+    def score(self, completions: list[str], samples: list[dict],
+              completion_tokens: list[int] | None = None) -> list[float]:
+        """completion_tokens: the tokens generated for each completion, for the rewards that take them."""
+        result = self.reward.score(completions, samples, completion_tokens)
         for i, failed in enumerate(result.failed.tolist()):
             if failed:
-                raise self.error(samples[i], self._why(completions[i], samples[i]))
+                tokens = None if completion_tokens is None else [completion_tokens[i]]
+                raise self.error(samples[i], self._why(completions[i], samples[i], tokens))
         if self.part is None:
             values = result.total.tolist()
         else:
@@ -121,10 +126,10 @@ class RewardScorer:
             found = f"returned no key {key!r} (the keys it returned: {', '.join(map(repr, keys)) or 'none'})"
         return ScorerError(f"eval.scorer {self.name!r}: reward {name!r} {found}. Fix eval.scorer (reward.{name}/<key>)")
 
-    def _why(self, completion: str, sample: dict) -> str:
+    def _why(self, completion: str, sample: dict, tokens: list[int] | None = None) -> str:
         """The failure, found again on this one sample (the composite only logs it)."""
         for comp in self.reward.components:
-            outcome = comp.evaluate([completion], [sample])[0]
+            outcome = comp.evaluate([completion], [sample], tokens)[0]
             if outcome.error is not None:
                 return f"reward {comp.name!r} failed: {outcome.error}"
             values = outcome.value.values() if isinstance(outcome.value, dict) else [outcome.value]

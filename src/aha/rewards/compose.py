@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections import Counter
@@ -10,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from aha.config import RayConfig, RewardSpec
+from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, score_parts, takes_tokens
 from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
-from aha.rewards.pool import Outcome, WorkerPool
+from aha.rewards.pool import WorkerPool
 
 if TYPE_CHECKING:  # annotations only: torch and Ray load where they are used
     import torch
@@ -68,25 +70,40 @@ class Component:
     batched: bool = False  # fn takes lists
     pool: WorkerPool | RayRewardPool | None = None  # run in worker processes (or Ray actors) with a deadline per call
 
-    def evaluate(self, completions: list[str], samples: list[dict]) -> list[Outcome]:
+    def __post_init__(self):
+        self.takes_tokens = takes_tokens(self.fn)  # given completion_tokens when they are known
+
+    def evaluate(self, completions: list[str], samples: list[dict],
+                 completion_tokens: list[int] | None = None) -> list[Outcome]:
+        """One outcome per completion. Each call gets its own copy of its sample (and a batched
+        one a fresh list of completions), as a worker process does: a reward that changes what
+        it is given changes nothing another reward, the next row of its group or the dataset sees."""
         if self.pool is not None:
-            return self.pool.map(completions, samples)
-        if self.batched:
-            try:
-                values = list(self.fn(completions, samples))
-            except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
-                return [Outcome(error=f"{type(err).__name__}: {err}")] * len(completions)
-            if len(values) != len(completions):
-                wrong = Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")
-                return [wrong] * len(completions)
-            return [Outcome(error="no score") if v is None else Outcome(value=v) for v in values]
-        outcomes = []
-        for completion, sample in zip(completions, samples):
-            try:
-                outcomes.append(Outcome(value=self.fn(completion, sample)))
-            except Exception as err:  # noqa: BLE001 - a user reward must not stop the run
-                outcomes.append(Outcome(error=f"{type(err).__name__}: {err}"))
+            return self.pool.map(completions, samples, completion_tokens)
+        with SigintWatch() as watch:
+            if self.batched:
+                outcomes = self._batch(list(completions), [copy.deepcopy(s) for s in samples],
+                                       None if completion_tokens is None else list(completion_tokens))
+            else:
+                tokens = [None] * len(completions) if completion_tokens is None else completion_tokens
+                outcomes = []
+                for completion, sample, n in zip(completions, samples, tokens):
+                    kwargs = {TOKENS: n} if self.takes_tokens and n is not None else {}
+                    outcomes.append(call_guarded(self.fn, completion, copy.deepcopy(sample), **kwargs))
+                    watch.check()  # a real Ctrl-C the reward caught still stops the run
+            watch.check()
         return outcomes
+
+    def _batch(self, completions: list[str], samples: list[dict], tokens: list[int] | None) -> list[Outcome]:
+        kwargs = {TOKENS: tokens} if self.takes_tokens and tokens is not None else {}
+        called = call_guarded(lambda: list(self.fn(completions, samples, **kwargs)))
+        if called.error is not None:
+            return [called] * len(completions)
+        values = called.value
+        if len(values) != len(completions):
+            wrong = Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")
+            return [wrong] * len(completions)
+        return [Outcome(error="no score") if v is None else Outcome(value=v) for v in values]
 
     def clip(self, value: float) -> float:
         if self.clip_min is not None:
@@ -94,6 +111,24 @@ class Component:
         if self.clip_max is not None:
             value = min(value, self.clip_max)
         return value
+
+
+def _checked(name: str, outcome: Outcome) -> tuple[Outcome, dict[str, float]]:
+    """The outcome's parts ({name: v} or {name/key: v}), or a failed outcome and no parts when
+    its value is no number (a string is not read as one), a NaN or inf, or past float32's range."""
+    if outcome.error is not None:
+        return outcome, {}
+    value = outcome.value
+    try:
+        parts = score_parts(name, value)
+    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int past float's range
+        return Outcome(error=f"not a number or dict of numbers: {value!r} ({err}); a reward returns a real number "
+                             "(a bool is 1 or 0), a dict of them or StepScores"), {}
+    # NaN or inf would poison the total, the advantages and the weights; so would a number
+    # past float32's range, where the scores are kept
+    if any(not math.isfinite(v) or abs(v) > FLOAT32_MAX for v in parts.values()):
+        return Outcome(error=f"non-finite or out-of-range score {value!r}"), {}
+    return outcome, parts
 
 
 class CompositeReward:
@@ -108,9 +143,10 @@ class CompositeReward:
     values, times the product and gate factors, recorded in RewardResult.steps, unless its
     clip changed its sum (then only the clipped sum counts, as an outcome).
 
-    A function that raises (or times out in a worker pool) or returns NaN or +-inf scores that
-    sample 0 for its component (so a failing gate closes) and marks it failed; the error is
-    logged once per (function, sample id) and the run goes on. A total that is still
+    A function that raises (anything: SystemExit and KeyboardInterrupt too, but for a real
+    Ctrl-C), times out in a worker pool, or returns NaN, +-inf or no number (a string is none)
+    scores that sample 0 for its component (so a failing gate closes) and marks it failed;
+    the error is logged once per (function, sample id) and the run goes on. A total that is still
     non-finite (finite parts that overflow, e.g. a product of 1e200s) scores 0 and fails too,
     so every total and component returned is finite."""
 
@@ -119,7 +155,11 @@ class CompositeReward:
         self._reported: set[tuple[str, str]] = set()
         self.first_errors: dict[str, str] = {}  # component -> its first error, for the console and a stopped run
 
-    def score(self, completions: list[str], samples: list[dict]) -> RewardResult:
+    def score(self, completions: list[str], samples: list[dict],
+              completion_tokens: list[int] | None = None) -> RewardResult:
+        """completion_tokens: how many tokens the policy generated for each completion, given to
+        the rewards that take them (length rewards: a length in words or characters can be cut
+        by invisible characters); None where they are not known."""
         import torch  # here, not at the top: reward worker processes import this module and need no torch
 
         n = len(completions)
@@ -130,21 +170,8 @@ class CompositeReward:
         failures: Counter = Counter()
         steps: list[list[tuple[int, float]]] = [[] for _ in range(n)]
         for comp in self.components:
-            for i, outcome in enumerate(comp.evaluate(completions, samples)):
-                parts = {}
-                if outcome.error is None:
-                    try:
-                        value = outcome.value
-                        parts = ({f"{comp.name}/{k}": float(v) for k, v in value.items()} if isinstance(value, dict)
-                                 else {comp.name: float(value)})
-                    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int past float's range
-                        outcome = Outcome(error=f"not a number or dict of numbers: {value!r} ({err})")
-                    else:
-                        # NaN or inf would poison the total, the advantages and the weights; so would
-                        # a number past float32's range, where the scores are kept
-                        bad = {k: v for k, v in parts.items() if not math.isfinite(v) or abs(v) > FLOAT32_MAX}
-                        if bad:
-                            outcome, parts = Outcome(error=f"non-finite or out-of-range score {value!r}"), {}
+            for i, outcome in enumerate(comp.evaluate(completions, samples, completion_tokens)):
+                outcome, parts = _checked(comp.name, outcome)
                 if outcome.error is not None:
                     self._report(comp.name, samples[i], outcome.error)
                     failed[i] = True

@@ -1,10 +1,12 @@
-"""Format rewards: think/answer tag structure, JSON (optionally schema-valid), length limits.
-Each is fn(completion, sample, **args) -> float in [0, 1]."""
+"""Format rewards: think/answer tag structure, JSON (optionally schema-valid), length limits, a
+regular expression. Each is fn(completion, sample, **args) -> float in [0, 1]."""
 
 from __future__ import annotations
 
 import json
 import re
+
+from aha.rewards.bounded import PATTERN_TIMEOUT_S, pattern_matches
 
 
 def think_answer_format(completion: str, sample: dict, think_tag: str = "think", answer_tag: str = "answer") -> float:
@@ -16,7 +18,9 @@ def think_answer_format(completion: str, sample: dict, think_tag: str = "think",
     return 1.0 if match and match.group(1).strip() else 0.0
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+# \s*+ possessive: with \s* an unclosed fence before a long whitespace run retried the lazy
+# scan to the end of the text once for every space it gave back (quadratic)
+_FENCE = re.compile(r"```(?:json)?\s*+(.*?)```", re.DOTALL)
 MAX_JSON_DEPTH = 128  # nesting levels read (serde_json's limit); deeper scores 0, never a RecursionError
 MAX_INT_DIGITS = 4300  # Python's int-from-text limit: a longer integer is read as a float (inf), not an error
 
@@ -82,12 +86,31 @@ def json_format(completion: str, sample: dict, schema: dict | None = None) -> fl
     return 1.0
 
 
-def length_limit(completion: str, sample: dict, max_chars: int | None = None, max_words: int | None = None) -> float:
-    """1.0 if the completion has at most max_chars characters and max_words words."""
-    if max_chars is None and max_words is None:
-        raise ValueError("length_limit needs max_chars or max_words in reward[i].args")
+def length_limit(completion: str, sample: dict, max_chars: int | None = None, max_words: int | None = None,
+                 max_tokens: int | None = None, completion_tokens: int | None = None) -> float:
+    """1.0 if the completion has at most max_chars characters, max_words words (split at
+    invisible characters too: zero-width ones between words join none) and max_tokens tokens
+    (the tokens the policy generated, which the composition gives; estimated from the text
+    when called without them)."""
+    from aha.rewards.shaping import count_words, generated_tokens  # here: length_limit alone measures lengths
+
+    if max_chars is None and max_words is None and max_tokens is None:
+        raise ValueError("length_limit needs max_chars or max_words (or max_tokens) in reward[i].args")
     if max_chars is not None and len(completion) > max_chars:
         return 0.0
-    if max_words is not None and len(completion.split()) > max_words:
+    if max_words is not None and count_words(completion) > max_words:
+        return 0.0
+    if max_tokens is not None and generated_tokens(completion, completion_tokens) > max_tokens:
         return 0.0
     return 1.0
+
+
+def regex_match(completion: str, sample: dict, pattern: str | None = None, full: bool = False,
+                timeout_s: float = PATTERN_TIMEOUT_S) -> float:
+    """1.0 if the completion matches a regular expression: `pattern` from the config, else
+    sample['pattern']. full=True requires the whole (stripped) completion to match. A completion
+    the pattern does not decide within timeout_s seconds scores 0 (bounded.pattern_matches)."""
+    pattern = pattern if pattern is not None else sample.get("pattern")
+    if pattern is None:
+        raise ValueError("regex_match needs a pattern: set reward[i].args.pattern or a 'pattern' field in the sample")
+    return 1.0 if pattern_matches(pattern, completion.strip() if full else completion, full, timeout_s) else 0.0

@@ -117,6 +117,9 @@ def batched(fn: Callable) -> Callable:
 def bind_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Callable:
     """fn(completion, sample, **args); unknown argument names are a config error now, not a
     failure on every sample later."""
+    if "completion_tokens" in args:  # calls.TOKENS: the composition's to give, counted per completion
+        raise RewardError(f"{key}.completion_tokens: the tokens the policy generated are counted for each completion "
+                          "and given to the reward; they are not set in the config")
     try:
         inspect.signature(fn).bind([] if batched else "completion", [] if batched else {}, **args)
     except TypeError as err:

@@ -2,18 +2,24 @@
 Ray actors instead of N local processes, with the same contract as rewards/pool.py: the
 function is named by its path and resolved in each actor, every call has a deadline, and a
 call past it (or whose actor died) scores as a failure while its actor is killed and
-replaced, so one hung or crashing reward never stops the run."""
+replaced, so one hung or crashing reward never stops the run. An actor killed at a deadline
+has every process it started killed first (by a task on its node: kill_tree), as a worker's are."""
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections import deque
 from pathlib import Path
 
 from aha.config import RayConfig
 from aha.ray_cluster import kill_actor, ray_module, start_ray
+from aha.rewards.calls import TOKENS, Outcome, takes_tokens
 from aha.rewards.functions import bind_args, resolve_function
-from aha.rewards.pool import Outcome
+from aha.rewards.pool import adopt_orphans, kill_tree
+
+log = logging.getLogger(__name__)
 
 
 class RewardActor:
@@ -26,14 +32,27 @@ class RewardActor:
             self.fn = bind_args(fn, args, key="reward.args") if args else fn
         except Exception as err:  # noqa: BLE001 - reported by ready(), one line, not a Ray traceback
             self.error = f"{type(err).__name__}: {err}"
+        self.given_tokens = self.fn is not None and takes_tokens(self.fn)
 
     def ready(self) -> str | None:
         """None when the function is ready, else why it is not."""
         return self.error
 
-    def call(self, completion: str, sample: dict) -> Outcome:
+    def place(self, driver_pid: int) -> tuple[str, int] | None:
+        """(node id, pid) of this actor's process, which from now on keeps the processes its
+        reward starts under it (adopt_orphans), for kill_tree; None when it runs in the driver's
+        process (a stand-in for Ray in tests), whose processes are not the pool's to kill."""
+        if os.getpid() == driver_pid:
+            return None
+        import ray
+
+        adopt_orphans()
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def call(self, completion: str, sample: dict, completion_tokens: int | None = None) -> Outcome:
+        kwargs = {TOKENS: completion_tokens} if self.given_tokens and completion_tokens is not None else {}
         try:
-            return Outcome(value=self.fn(completion, sample))
+            return Outcome(value=self.fn(completion, sample, **kwargs))
         except Exception as err:  # noqa: BLE001 - scored as failed by the caller
             return Outcome(error=f"{type(err).__name__}: {err}")
 
@@ -53,6 +72,7 @@ class RayRewardPool:
         self.size, self.timeout_s = workers, timeout_s
         self.cluster = cluster
         self.actors: list = []
+        self.places: list[tuple[str, int] | None] = []  # each actor's (node id, pid), for kill_tree
         self.restarts = 0  # actors killed at a deadline or found dead
         self.ray = None
 
@@ -68,19 +88,37 @@ class RayRewardPool:
         if error is not None:
             kill_actor(actor)
             raise RuntimeError(f"a reward worker could not start: {error}")
-        return actor
+        return actor, self.ray.get(actor.place.remote(os.getpid()), timeout=self.STARTUP_S)
 
-    def map(self, completions: list[str], samples: list[dict]) -> list[Outcome]:
+    def _kill_tree(self, slot: int) -> None:
+        """Kill the actor's process and all it started, from a task on its node (the driver may
+        run elsewhere); the actor itself is killed through Ray next, whatever happens here."""
+        if self.places[slot] is None:
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node, pid = self.places[slot]
+        task = self.ray.remote(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        try:
+            self.ray.get(task(kill_tree).remote(pid), timeout=self.STARTUP_S)
+        except Exception as err:  # noqa: BLE001 - the node may be gone with the actor
+            log.warning("could not kill the processes of a timed-out reward worker: %s: %s", type(err).__name__, err)
+
+    def map(self, completions: list[str], samples: list[dict],
+            completion_tokens: list[int] | None = None) -> list[Outcome]:
         outcomes: list[Outcome | None] = [None] * len(completions)
+        tokens = [None] * len(completions) if completion_tokens is None else completion_tokens
         while len(self.actors) < min(self.size, len(completions)):
-            self.actors.append(self._start())
+            actor, place = self._start()
+            self.actors.append(actor)
+            self.places.append(place)
         pending = deque(range(len(completions)))
         running: dict = {}  # object ref -> (actor slot, sample index, deadline)
         idle = deque(range(len(self.actors)))
         while pending or running:
             while idle and pending:
                 slot, index = idle.popleft(), pending.popleft()
-                ref = self.actors[slot].call.remote(completions[index], samples[index])
+                ref = self.actors[slot].call.remote(completions[index], samples[index], tokens[index])
                 running[ref] = (slot, index, time.monotonic() + self.timeout_s)
             wait_s = max(0.0, min(deadline for _, _, deadline in running.values()) - time.monotonic())
             self.ray.wait(list(running), num_returns=1, timeout=wait_s)
@@ -104,6 +142,7 @@ class RayRewardPool:
                 if now >= deadline:
                     del running[ref]
                     outcomes[index] = Outcome(error=f"timed out after {self.timeout_s:g} s")
+                    self._kill_tree(slot)
                     dead.append(slot)
             for slot in dead:
                 self._replace(slot)
@@ -113,9 +152,9 @@ class RayRewardPool:
     def _replace(self, slot: int) -> None:
         kill_actor(self.actors[slot])
         self.restarts += 1
-        self.actors[slot] = self._start()
+        self.actors[slot], self.places[slot] = self._start()
 
     def close(self) -> None:
         for actor in self.actors:
             kill_actor(actor)
-        self.actors = []
+        self.actors, self.places = [], []

@@ -1,25 +1,68 @@
 """Reward shaping terms that read the completion: length penalties, a target-length step
-bonus, and a calibration reward for a stated confidence. Lengths are in words (rewards see
-text, not tokens). Each is fn(completion, sample, **args) -> float."""
+bonus, and a calibration reward for a stated confidence. Each is fn(completion, sample, **args)
+-> float.
+
+A length is best measured in what the policy generated: tokens. The composition gives each
+completion's token count (completion_tokens) to the length rewards, whose *_tokens limits
+read it; called without it, they estimate it from the text (estimate_tokens). A limit in
+words still counts words, split at whitespace and at invisible characters too, so zero-width
+characters between words cannot join them into one."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 
 from aha.rewards.extract import tagged
 
+# invisible characters that are neither whitespace nor a format character (Cf, found in each
+# text): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and
+# other variation selectors, the blank braille pattern
+_INVISIBLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
+                        "\U000e0100-\U000e01ef]")
+_SPACE = re.compile(r"\s+")
+BYTES_PER_TOKEN = 4  # about what a BPE vocabulary gives English text
 
-def _words(text: str) -> int:
-    return len(text.split())
+
+def count_words(text: str) -> int:
+    """Words, split at whitespace and at every invisible character (zero-width spaces and
+    joiners, U+2060, U+FEFF, bidi marks, ...): hiding the spaces between words joins none."""
+    hidden = {ord(c): " " for c in set(text) if unicodedata.category(c) == "Cf"}
+    return len(_INVISIBLE.sub(" ", text.translate(hidden)).split())
 
 
-def length_penalty(completion: str, sample: dict, limit_words: int, coef: float = 1.0) -> float:
-    """A fixed length cost: -coef * min(words / limit_words, 1), in [-coef, 0]. Add it with a
+def estimate_tokens(text: str) -> int:
+    """About how many tokens text is, for a reward called without the count: its UTF-8 bytes
+    outside whitespace, BYTES_PER_TOKEN to a token. Whatever is inserted, visible or not, adds
+    bytes, and dropping the spaces between words saves none."""
+    return -(-len(_SPACE.sub("", text).encode("utf-8")) // BYTES_PER_TOKEN)
+
+
+def generated_tokens(completion: str, completion_tokens: int | None) -> int:
+    """The tokens the policy generated for completion (the composition's count), else an estimate."""
+    return estimate_tokens(completion) if completion_tokens is None else int(completion_tokens)
+
+
+def _length(completion: str, completion_tokens: int | None, words: int | None, tokens: int | None,
+            names: tuple[str, str]) -> tuple[int, int]:
+    """(the completion's length, its limit): in tokens for a limit in tokens, else in words."""
+    if (words is None) == (tokens is None):
+        raise ValueError(f"give one of {names[0]} or {names[1]} (tokens: what the policy generated)")
+    if tokens is not None:
+        return generated_tokens(completion, completion_tokens), tokens
+    return count_words(completion), words
+
+
+def length_penalty(completion: str, sample: dict, limit_words: int | None = None, coef: float = 1.0,
+                   limit_tokens: int | None = None, completion_tokens: int | None = None) -> float:
+    """A fixed length cost: -coef * min(length / limit, 1), in [-coef, 0], with the length in
+    tokens the policy generated (limit_tokens) or in words (limit_words). Add it with a
     positive weight next to the correctness reward."""
-    if limit_words <= 0:
-        raise ValueError(f"limit_words must be positive, got {limit_words}")
-    return -coef * min(_words(completion) / limit_words, 1.0)
+    length, limit = _length(completion, completion_tokens, limit_words, limit_tokens, ("limit_words", "limit_tokens"))
+    if limit <= 0:
+        raise ValueError(f"{'limit_words' if limit_tokens is None else 'limit_tokens'} must be positive, got {limit}")
+    return -coef * min(length / limit, 1.0)
 
 
 @lru_cache(maxsize=None)
@@ -33,16 +76,22 @@ def _verify(completion: str, sample: dict, verifier: str) -> float:
     return float(_verifier(verifier)(completion, sample))
 
 
-def target_length_bonus(completion: str, sample: dict, target_words: int, bonus: float = 0.5,
-                        verifier: str = "math_answer") -> float:
+def target_length_bonus(completion: str, sample: dict, target_words: int | None = None, bonus: float = 0.5,
+                        verifier: str = "math_answer", target_tokens: int | None = None,
+                        completion_tokens: int | None = None) -> float:
     """LASER-style step reward (Liu et al. 2025, arXiv:2505.15612): correctness plus a bonus
-    only for a correct answer within target_words, so shortening never pays for a wrong one.
-    reward = c + bonus * c * [words <= target_words], c from the verifier."""
+    only for a correct answer within the target length (target_tokens the policy generated,
+    or target_words), so shortening never pays for a wrong one.
+    reward = c + bonus * c * [length <= target], c from the verifier."""
+    length, target = _length(completion, completion_tokens, target_words, target_tokens,
+                             ("target_words", "target_tokens"))
     correct = _verify(completion, sample, verifier)
-    return correct + bonus * correct * float(_words(completion) <= target_words)
+    return correct + bonus * correct * float(length <= target)
 
 
-_NUMBER = re.compile(r"^\s*(\d*\.?\d+)\s*(%?)\s*$")
+# "0.8", ".8", "80", "80 %": a possessive run each, and the integer and decimal forms apart, so a
+# long digit or space run is read once (\d*\.?\d+ and \s*(%?)\s* split a run in every way: quadratic)
+_NUMBER = re.compile(r"\s*+(\d++(?:\.\d++)?|\.\d++)\s*+(%?)\s*+$")
 
 
 def stated_confidence(completion: str, tag: str = "confidence") -> float | None:

@@ -65,11 +65,18 @@ def draw_round(parts: StepParts, first: tuple[list[dict], Rollouts] | None, vers
                                                 rollout.force_continue, rollout.continue_text))
 
 
+def generated(rollouts: Rollouts) -> list[int]:
+    """The tokens the policy generated for each completion (its stop token too), which length
+    rewards measure: text can hide length from a count of words."""
+    return [int(n) for n in rollouts.lengths().tolist()]
+
+
 def score_round(parts: StepParts, round_: Round, length_coef: float) -> Scored:
     """The reward's scores (an episode's own), shaped by the run's length rules."""
     algo, rollouts = parts.config.algorithm, round_.rollouts
     samples = [round_.chosen[i] for i in rollouts.prompt_index.tolist()]
-    result = round_.episodes.result if round_.episodes is not None else parts.reward.score(rollouts.texts, samples)
+    result = (round_.episodes.result if round_.episodes is not None
+              else parts.reward.score(rollouts.texts, samples, generated(rollouts)))
     rewards = shaped_rewards(result.total, rollouts, algo, parts.config.rollout.max_new_tokens, length_coef)
     step_rewards = None
     if round_.episodes is not None:  # each turn's reward where the turn ends
@@ -92,7 +99,7 @@ def remax_baseline(parts: StepParts, round_: Round, length_coef: float, phases: 
             greedy = engine.generate(round_.prompts, greedy=True)
     if parts.env is None:
         with phases("score"):
-            greedy_score = parts.reward.score(greedy.texts, round_.chosen).total
+            greedy_score = parts.reward.score(greedy.texts, round_.chosen, generated(greedy)).total
     shaped = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef)
     return shaped.repeat_interleave(rollout.group_size)
 

@@ -20,7 +20,7 @@ def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: Co
     samples = sampler.next(n_prompts)
     prompts = encode_prompts(engine.tokenizer, task, samples)
     ro = engine.generate(prompts, group_size=G)
-    result = reward.score(ro.texts, [samples[i] for i in ro.prompt_index.tolist()])
+    result = reward.score(ro.texts, [samples[i] for i in ro.prompt_index.tolist()], ro.lengths().tolist())
     scores = torch.where(result.failed | ~torch.isfinite(result.total), torch.tensor(float("-inf")), result.total)
     rows, chosen, rejected = [], [], []
 

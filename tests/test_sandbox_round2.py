@@ -181,6 +181,41 @@ def test_the_sandbox_has_roots_limits_and_no_capability_left(who):
     assert run_harness(who, PROBE, tests) == [(True, None)] * 5
 
 
+SHARED_MEMORY = """
+import ctypes, errno, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def mapped(flags):  # PROT_READ | PROT_WRITE; MAP_FAILED is -1
+    address = libc.mmap(None, 1 << 20, 3, flags, -1, 0)
+    return address not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+shared = mapped(0x21)  # MAP_SHARED | MAP_ANONYMOUS: shmem pages that outlive a munmap of their mapping
+validate = mapped(0x23)  # MAP_SHARED_VALIDATE | MAP_ANONYMOUS
+private = mapped(0x22)  # MAP_PRIVATE | MAP_ANONYMOUS: counted by RLIMIT_AS, still allowed
+libc.memfd_create.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+memfd = libc.memfd_create(b"x", 0), ctypes.get_errno()
+try:
+    mmap.mmap(-1, 4096)
+    python_shared = "mapped"
+except OSError as err:
+    python_shared = err.errno
+python_private = len(mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE))
+"""
+
+
+@confined
+@pytest.mark.parametrize("who", WHO)
+def test_memory_outside_the_address_space_limit_is_refused(who):
+    """A shared anonymous mapping or a memory file is shmem: unmapped but for a page, its address
+    space is given back and its pages kept, so a program held gigabytes past memory_mb (a red
+    team took 3 GiB with a 1 GiB limit). Both are refused; private memory works as before."""
+    # 12: ENOMEM (the tests see the program's plain-data globals only, not its errno module)
+    tests = ["assert shared == (False, 12), shared", "assert validate == (False, 12), validate",
+             "assert private[0], private", "assert memfd == (-1, 12), memfd",
+             "assert python_shared == 12, python_shared", "assert python_private == 4096"]
+    assert run_harness(who, SHARED_MEMORY, tests) == [(True, None)] * 6
+
+
 @pytest.mark.skipif(bool(MISSING), reason=f"no full sandbox on this machine: {MISSING}")
 def test_code_tests_runs_through_a_symlinked_virtualenv(tmp_path):
     """`.venv -> /elsewhere/venv` (a shared or cached environment): the interpreter's path as

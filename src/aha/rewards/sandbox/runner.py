@@ -62,7 +62,8 @@ SCOPE_ABSTRACT_UNIX_AND_SIGNAL = (1 << 0) | (1 << 1)
 # ---- seccomp (linux/seccomp.h, linux/filter.h)
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
 RET_ALLOW, RET_KILL_PROCESS = 0x7FFF0000, 0x80000000
-EPERM, EAGAIN, EACCES, ENOSYS = 1, 11, 13, 38
+EPERM, EAGAIN, ENOMEM, EACCES, ENOSYS = 1, 11, 12, 13, 38
+MAP_SHARED_ANONYMOUS = 0x01 | 0x20  # MAP_SHARED (MAP_SHARED_VALIDATE has its bit too) | MAP_ANONYMOUS
 CLONE_THREAD = 0x00010000
 SYSCALLS = {  # arch -> (audit arch, {name: number})
     "x86_64": (0xC000003E, {
@@ -78,7 +79,9 @@ SYSCALLS = {  # arch -> (audit arch, {name: number})
         "io_pgetevents": 333, "flock": 73,
         # extended attributes on tmpfs are kernel memory that neither disk_mb nor memory_mb counts;
         # the CPU the sandbox was pinned to stays its only one
-        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463, "sched_setaffinity": 203}),
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463, "sched_setaffinity": 203,
+        # memory files: shmem pages that outlive their mapping, outside RLIMIT_AS (mmap below)
+        "memfd_create": 319, "memfd_secret": 447, "mmap": 9}),
     "aarch64": (0xC00000B7, {
         "socket": 198, "socketpair": 199, "clone": 220, "ptrace": 117, "add_key": 217, "request_key": 218,
         "keyctl": 219, "inotify_init1": 26, "unshare": 97, "perf_event_open": 241, "fanotify_init": 262,
@@ -87,7 +90,8 @@ SYSCALLS = {  # arch -> (audit arch, {name: number})
         "mq_open": 180, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190, "semctl": 191,
         "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196, "shmdt": 197,
         "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292,
-        "flock": 32, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463, "sched_setaffinity": 122}),
+        "flock": 32, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463, "sched_setaffinity": 122,
+        "memfd_create": 279, "memfd_secret": 447, "mmap": 222}),
 }
 KEYCTL_JOIN_SESSION_KEYRING = 1
 PR_CAPBSET_DROP = 24
@@ -258,7 +262,9 @@ def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-DENIED = {"socket": EACCES, "socketpair": EACCES, "fork": EAGAIN, "vfork": EAGAIN, "clone3": ENOSYS}
+DENIED = {"socket": EACCES, "socketpair": EACCES, "fork": EAGAIN, "vfork": EAGAIN, "clone3": ENOSYS,
+          "memfd_create": ENOMEM, "memfd_secret": ENOMEM}
+ARGUMENTS = 16  # offset of args[0] in struct seccomp_data (nr, arch, instruction_pointer, args[6])
 
 
 def seccomp() -> str | None:
@@ -275,10 +281,14 @@ def seccomp() -> str | None:
     if platform.machine() == "x86_64":  # x32 syscalls share the arch value: refuse them all
         prog += [_bpf(jge, 0, 1, 0x40000000), _bpf(ret, 0, 0, errno(EPERM))]
     for name, number in nr.items():
-        if name != "clone":
+        if name not in ("clone", "mmap"):
             prog += [_bpf(jeq, 0, 1, number), _bpf(ret, 0, 0, errno(DENIED.get(name, EPERM)))]
+    # mmap: a shared anonymous mapping is shmem; munmap all but a page of it and the address space
+    # comes back but the pages stay, so RLIMIT_AS would bound nothing (flags: args[3], low word)
+    prog += [_bpf(jeq, 0, 5, nr["mmap"]), _bpf(ld, 0, 0, ARGUMENTS + 3 * 8), _bpf(0x54, 0, 0, MAP_SHARED_ANONYMOUS),
+             _bpf(jeq, 0, 1, MAP_SHARED_ANONYMOUS), _bpf(ret, 0, 0, errno(ENOMEM)), _bpf(ret, 0, 0, RET_ALLOW)]
     # clone: threads (CLONE_THREAD in the flags, args[0]) yes, processes no
-    prog += [_bpf(jeq, 0, 4, nr["clone"]), _bpf(ld, 0, 0, 16), _bpf(jset, 0, 1, CLONE_THREAD),
+    prog += [_bpf(jeq, 0, 4, nr["clone"]), _bpf(ld, 0, 0, ARGUMENTS), _bpf(jset, 0, 1, CLONE_THREAD),
              _bpf(ret, 0, 0, RET_ALLOW), _bpf(ret, 0, 0, errno(EAGAIN)), _bpf(ret, 0, 0, RET_ALLOW)]
     filt = ctypes.create_string_buffer(b"".join(prog))
     fprog = struct.pack("HxxxxxxP", len(prog), ctypes.addressof(filt))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+from aha.rewards.shaping import count_words, generated_tokens
+
 from aha.rewards.bounded import PATTERN_TIMEOUT_S, pattern_matches
 
 
@@ -92,8 +94,6 @@ def length_limit(completion: str, sample: dict, max_chars: int | None = None, ma
     invisible characters too: zero-width ones between words join none) and max_tokens tokens
     (the tokens the policy generated, which the composition gives; estimated from the text
     when called without them)."""
-    from aha.rewards.shaping import count_words, generated_tokens  # here: length_limit alone measures lengths
-
     if max_chars is None and max_words is None and max_tokens is None:
         raise ValueError("length_limit needs max_chars or max_words (or max_tokens) in reward[i].args")
     if max_chars is not None and len(completion) > max_chars:

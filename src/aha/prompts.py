@@ -131,29 +131,41 @@ class PlainText:
         strings = sorted({t.content for t in added if (t.special or t.content in template) and not t.content.isspace()},
                          key=len, reverse=True)
         self.tokenizer = tokenizer
+        self.strings = strings
         self.control = re.compile("|".join(map(re.escape, strings)) or "(?!)")  # (?!) matches nothing
+        # built on the first text that needs it: copying a large vocabulary takes a while, and a
+        # multi-turn rollout makes a PlainText every step though few texts ever hold a control token
         self.pipeline = None
-        backend = getattr(tokenizer, "backend_tokenizer", None)
-        if backend is not None:  # a copy of its pipeline that leaves the control tokens (and only them) unmatched
-            from tokenizers import Tokenizer
 
-            spec = json.loads(backend.to_str())
-            for token in spec["added_tokens"]:  # none removed: the copy numbers its added tokens anew
-                token["special"] = token["content"] in strings
-            spec["truncation"] = spec["padding"] = None
-            self.pipeline = Tokenizer.from_str(json.dumps(spec))
-            self.pipeline.encode_special_tokens = True  # special tokens are read as text
+    def split_pipeline(self):
+        """A copy of the tokenizer's pipeline that leaves the control tokens (and only them) unmatched."""
+        from tokenizers import Tokenizer
+
+        spec = json.loads(self.tokenizer.backend_tokenizer.to_str())
+        for token in spec["added_tokens"]:  # none removed: the copy numbers its added tokens anew
+            token["special"] = token["content"] in self.strings
+        spec["truncation"] = spec["padding"] = None
+        pipeline = Tokenizer.from_str(json.dumps(spec))
+        pipeline.encode_special_tokens = True  # special tokens are read as text
+        return pipeline
 
     def __call__(self, text: str, add_special_tokens: bool = False, return_offsets_mapping: bool = False) -> dict:
         # add_special_tokens is taken as the tokenizer takes it, and ignored: the policy's text is
         # the middle or the end of a sequence, never given a BOS of its own
-        if self.pipeline is None:  # a Python tokenizer: told to, it leaves every added token unmatched
-            return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True,
-                                  return_offsets_mapping=return_offsets_mapping)
-        encoded = self.pipeline.encode(text, add_special_tokens=False)
-        out = {"input_ids": list(encoded.ids)}
+        if self.control.search(text) is None:  # nothing to read otherwise: the tokenizer's own ids, by construction
+            encoded = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=return_offsets_mapping)
+        elif getattr(self.tokenizer, "backend_tokenizer", None) is None:
+            # a Python tokenizer: told to, it leaves every added token unmatched
+            encoded = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True,
+                                     return_offsets_mapping=return_offsets_mapping)
+        else:
+            if self.pipeline is None:
+                self.pipeline = self.split_pipeline()
+            split = self.pipeline.encode(text, add_special_tokens=False)
+            encoded = {"input_ids": split.ids, "offset_mapping": split.offsets}
+        out = {"input_ids": list(encoded["input_ids"])}
         if return_offsets_mapping:
-            out["offset_mapping"] = list(encoded.offsets)
+            out["offset_mapping"] = list(encoded["offset_mapping"])
         return out
 
 

@@ -3,9 +3,10 @@
 Each episode is one row of a Rollouts: its first prompt, then a completion that holds every
 policy turn and, between them, the environment's observations as the chat template writes a
 new user turn. The policy's tokens are exactly those it sampled (nothing is decoded and
-encoded again), the observations are tokenised once when they are appended, and the learner
-reads the very same ids: completion_mask marks the policy's tokens (the only ones trained),
-observation_mask the environment's."""
+encoded again: a "<|im_end|>" the policy spelled out stays the characters it sampled, it never
+becomes the template's end of turn in its next prompt), the observations are tokenised once
+when they are appended, and the learner reads the very same ids: completion_mask marks the
+policy's tokens (the only ones trained), observation_mask the environment's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from aha.envs.base import EnvError, EnvFactory, check_turn
+from aha.prompts import PlainText
 from aha.rewards.compose import RewardResult
 from aha.rollout import Engine, Rollouts
 from aha.rollout.rollouts import rollouts_with_inserts
@@ -34,6 +36,7 @@ class TurnBridge:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
+        self.plain = PlainText(tokenizer)  # the observation as ordinary text
         self.templated = getattr(tokenizer, "chat_template", None) is not None
         # rendered once, before the first turn: a template that cannot write a second user turn fails here
         before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
@@ -60,11 +63,14 @@ class TurnBridge:
     def ids(self, observation: str, stop_token: int | None) -> list[int]:
         """The bridge's token ids. The template's own markup is read with its special tokens;
         the observation itself never is (a tool that prints "<|im_end|>" shows that text, it
-        does not end a turn). stop_token: the policy's turn ended on this stop token (None: it
-        was cut at its budget), which the bridge then does not repeat."""
+        does not end a turn): it is often the policy's own text again (a program's output, an
+        echoed answer), so it is read as PlainText reads the policy's text, the template's turn
+        markers that are not special tokens (DeepSeek-R1's "<｜User｜>") included. stop_token: the
+        policy's turn ended on this stop token (None: it was cut at its budget), which the
+        bridge then does not repeat."""
         before, after = self.around
-        encode = lambda text, **kw: list(self.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])
-        ids = encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
+        encode = lambda text: list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        ids = encode(before) + (self.plain(observation)["input_ids"] if observation else []) + encode(after)
         # the policy's stop token is the template's end of turn
         if ids and stop_token is not None and ids[0] == stop_token:
             ids = ids[1:]

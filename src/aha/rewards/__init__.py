@@ -5,7 +5,7 @@ A reward function has the signature fn(completion: str, sample: dict) -> float |
 
 from aha.rewards.code import SandboxError, SandboxLimits, code_tests, run_python
 from aha.rewards.compose import Component, CompositeReward, RewardFailureError, RewardResult, build_reward
-from aha.rewards.formats import json_format, length_limit, think_answer_format
+from aha.rewards.formats import json_format, length_limit, regex_match, think_answer_format
 from aha.rewards.functions import RewardError, StepScores, batched, resolve_function
 from aha.rewards.pool import WorkerPool
 from aha.rewards.puzzles import countdown, list_answer, yes_no
@@ -18,7 +18,6 @@ from aha.rewards.verifiers import (
     math_answer,
     multiple_choice,
     numeric_answer,
-    regex_match,
 )
 
 __all__ = [

@@ -68,7 +68,16 @@ class SandboxResult:
 PYTHON_FENCES = ("", "python", "python3", "py")
 
 
-_OPENING = re.compile(r"(`{3,})[ \t]*([\w+.-]*)[ \t]*$")  # a fence ending its line, after prose or not
+# a fence ending its line, after prose or not, read on the REVERSED line: the line's end is the
+# pattern's start, so a line is matched once (searching for "```...$" retries the tail from every
+# backtick and every space: quadratic on a long run of either); possessive runs of disjoint sets
+_OPENING_REVERSED = re.compile(r"[ \t]*+([\w+.-]*+)[ \t]*+(`{3,}+)")
+
+
+def _opening(line: str) -> tuple[str, str] | None:
+    """(fence, language) when the line ends with an opening fence ("```", "````python ")."""
+    match = _OPENING_REVERSED.match(line[::-1])
+    return (match.group(2), match.group(1)[::-1].lower()) if match else None
 
 
 def code_blocks(completion: str) -> list[tuple[str, str]]:
@@ -86,9 +95,9 @@ def code_blocks(completion: str) -> list[tuple[str, str]]:
     for line in completion.splitlines():
         stripped = line.strip()
         if fence is None:
-            opening = _OPENING.search(line)
+            opening = _opening(line)
             if opening:
-                fence, language, lines = opening.group(1), opening.group(2).lower(), []
+                (fence, language), lines = opening, []
                 indent = len(line) - len(line.lstrip(" ")) if stripped.startswith("`") else 0
         elif stripped.endswith(fence):
             before = line[:line.rindex(fence)]
@@ -108,6 +117,13 @@ def _as_names(entry_point) -> list:
     return [entry_point] if isinstance(entry_point, str) else list(entry_point or [])
 
 
+def _defines(code: str, name: str) -> bool:
+    """True if a line of `code` starts (after spaces) with "def name" or "async def name"."""
+    # the indent may not cross a line break (\s* did: each line start of a run of blank lines
+    # rescanned the rest of the run, quadratic)
+    return re.search(rf"^[^\S\n]*+(?:async\s++)?def\s++{re.escape(name)}\b", code, re.MULTILINE) is not None
+
+
 def extract_code(completion: str, entry_point: str | list[str] | None = None) -> str:
     """The program in a completion: the last ```python, ```py or bare ``` block (the last one
     that defines the entry point, when one is named, so a usage example written after the
@@ -117,8 +133,7 @@ def extract_code(completion: str, entry_point: str | list[str] | None = None) ->
         return completion
     names = _as_names(entry_point)
     if names:
-        defining = [code for code in blocks
-                    if any(re.search(rf"^\s*(?:async\s+)?def\s+{re.escape(n)}\b", code, re.MULTILINE) for n in names)]
+        defining = [code for code in blocks if any(_defines(code, n) for n in names)]
         if defining:
             return defining[-1]
     return blocks[-1]

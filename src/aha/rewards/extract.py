@@ -164,10 +164,12 @@ def final_answer(text: str) -> str | None:
 
 # A unit closes an answer: after a number, a \\text{...} (\\mathrm, \\mbox) group, a degree sign, or a
 # plain word of three letters or more (or a known short unit); an exponent may follow ("cm^2").
+# Every run is possessive (what follows it starts with other characters), so the search is linear:
+# "\s*\.?\s*$" split a trailing run of spaces every way at each start, quadratic.
 _UNIT = re.compile(
-    r"(?<=[\d}])(?:\s|~|\\[,;: !])*"
-    r"(?P<unit>\\(?:text|textrm|mathrm|mbox|rm)\s*\{[^{}]*\}|\^\s*\{?\\circ\}?|°|(?<![\\A-Za-z])[A-Za-z]+)"
-    r"(?P<power>\^\s*\{?[23]\}?|[²³])?\s*\.?\s*$")
+    r"(?<=[\d}])(?:\s|~|\\[,;: !])*+"
+    r"(?P<unit>\\(?:text|textrm|mathrm|mbox|rm)\s*+\{[^{}]*+\}|\^\s*+\{?\\circ\}?|°|(?<![\\A-Za-z])[A-Za-z]++)"
+    r"(?P<power>\^\s*+\{?[23]\}?|[²³])?\s*+(?:\.\s*+)?$")
 _SHORT_UNITS = {"m", "cm", "mm", "km", "g", "kg", "mg", "s", "ms", "h", "hr", "ft", "yd", "mi", "l", "ml", "lb", "oz"}
 _NOT_UNITS = {"and", "or", "is", "are", "the", "percent", "percentage", "pct"}  # percent is not a unit here
 _UNIT_NAMES = {"centimeter": "cm", "centimetre": "cm", "millimeter": "mm", "millimetre": "mm", "kilometer": "km",

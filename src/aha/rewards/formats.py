@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from aha.rewards.shaping import count_words, generated_tokens
-
 from aha.rewards.bounded import PATTERN_TIMEOUT_S, pattern_matches
+from aha.rewards.shaping import count_words, generated_tokens
 
 
 def think_answer_format(completion: str, sample: dict, think_tag: str = "think", answer_tag: str = "answer") -> float:

@@ -56,7 +56,10 @@ def evaluate_expression(text: str) -> tuple[Fraction, list[int]] | None:
         return None
 
 
-_EXPRESSION_RUN = re.compile(r"[\d\s+\-*/()]*\d[\d\s+\-*/()]*")
+# a maximal run of expression characters holding a digit. It starts only where a run starts (the
+# lookbehind) and reads to its first digit possessively: "[...]*\d[...]*" tried every position of
+# a digitless run of spaces, each time to the run's end (quadratic)
+_EXPRESSION_RUN = re.compile(r"(?<![\d\s+\-*/()])[\s+\-*/()]*+\d[\d\s+\-*/()]*+")
 _LATEX = [("\\times", "*"), ("\\cdot", "*"), ("\\div", "/"), ("\\left", ""), ("\\right", ""), ("$", ""),
           ("\\[", ""), ("\\]", ""), ("\\(", ""), ("\\)", ""), ("**", " ")]
 
@@ -114,4 +117,12 @@ def list_answer(completion: str, sample: dict) -> float:
     text = _answer_text(completion, lambda line: len(_NUMBER.findall(line)) >= 2)
     if text is None:
         return 0.0
-    return 1.0 if [int(n) for n in _NUMBER.findall(text)] == [int(n) for n in want] else 0.0
+    return 1.0 if [_integer(n) for n in _NUMBER.findall(text)] == [_integer(str(int(n))) for n in want] else 0.0
+
+
+def _integer(digits: str) -> str:
+    """An integer's canonical text ("-007" -> "-7", "-0" -> "0"): equal exactly when the integers
+    are, with no int() of a completion's number (past 4,300 digits that raises ValueError)."""
+    sign, digits = ("-", digits[1:]) if digits.startswith("-") else ("", digits)
+    digits = digits.lstrip("0")
+    return sign + digits if digits else "0"

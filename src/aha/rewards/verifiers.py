@@ -1,14 +1,17 @@
 """Rule-based verifiers: math (symbolic), numeric with tolerance, multiple choice, string
-match, regex; and a format reward. Each is fn(completion, sample, **args) -> float in [0, 1];
-sample["answer"] holds the reference. Keyword args come from the config (`reward[i].args`)."""
+match; and a format reward (regex_match is in formats.py). Each is fn(completion, sample,
+**args) -> float in [0, 1]; sample["answer"] holds the reference. Keyword args come from the
+config (`reward[i].args`)."""
 
 from __future__ import annotations
 
 import math
 import re
 import string
+from bisect import bisect_left
 from functools import lru_cache
 
+from aha.rewards.bounded import MAX_MATH_CHARS, ends_with_number, math_tail
 from aha.rewards.decimals import decimal_comma_reading, equal_when_rounded
 from aha.rewards.extract import (
     NUMBER,
@@ -24,8 +27,6 @@ from aha.rewards.extract import (
     units_differ,
 )
 from aha.rewards.fallback import refuses, unstated, without_pronoun_i
-
-_ENDS_WITH_NUMBER = re.compile(NUMBER + r"\s*\.?\s*$")
 
 
 def extract_answer(completion: str) -> float | None:
@@ -58,7 +59,7 @@ def numeric_answer(completion: str, sample: dict, rel_tol: float = 1e-9, abs_tol
 _MATH_DELIMITERS = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed|\\fbox")
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _MATHY = re.compile(r"\d|[$\\^=+*/()\[\]{}<>-]|^\s*[A-Za-z]\s*$")
-_PERCENT_AFTER = re.compile(r"\s*\$?\s*(?:\\?%|percent|pct)")
+_PERCENT_AFTER = re.compile(r"\s*+(?:\$\s*+)?(?:\\?%|percent|pct)")  # "\s*\$?\s*" split a run every way
 _BOX_GAP = 70  # math-verify joins boxes at most this far apart (with "and", "or", "," or ";" between)
 
 
@@ -95,14 +96,16 @@ def _box_run(text: str, found: list[Stated]) -> str:
     """The last box with the boxes just before it (each within _BOX_GAP characters of the next,
     no blank line or "the answer is" between): math-verify reads them as one answer -- a set when
     they differ and are joined by "and", "or", "," or ";" or are under 10 characters apart --
-    else the last box alone."""
+    else the last box alone. The run reaches back at most MAX_MATH_CHARS (bounded.py)."""
     run = [b for b in found if b.form == "boxed"]
-    others = [s.start for s in found if s.form != "boxed"]
+    others = [s.start for s in found if s.form != "boxed"]  # ascending, as found is
     first = len(run) - 1
     while first > 0:
         before, after = run[first - 1].end, run[first].start
         gap = text[before:after]
-        if len(gap) >= _BOX_GAP or "\n\n" in gap or any(before <= start < after for start in others):
+        between = bisect_left(others, before)  # the first other answer from `before` on
+        if len(gap) >= _BOX_GAP or "\n\n" in gap or (between < len(others) and others[between] < after) \
+                or run[-1].end - run[first - 1].start > MAX_MATH_CHARS:  # math-verify reads no more
             break
         first -= 1
     percent = "\\%" if _PERCENT_AFTER.match(text, run[-1].end) else ""  # \boxed{12}\% is 12%
@@ -204,6 +207,8 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
     if found:
         last = found[-1]
         span = last.text
+        if len(span) > MAX_MATH_CHARS:  # no final answer is that long; math-verify is not given it
+            return 0.0
         predicted = _parse(_box_run(text, found), timeout_seconds, first_match=True) if last.form == "boxed" \
             else _parse_span(span, timeout_seconds)
     else:
@@ -211,7 +216,7 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
         if _negated_fallback(text) or unstated(text, enumeration=single):
             return 0.0
         span = text.strip().splitlines()[-1] if text.strip() else ""
-        predicted = _parse(text.strip().rstrip("."), timeout_seconds)  # "... is 3/5." is 3/5
+        predicted = _parse(math_tail(text.strip().rstrip(".")), timeout_seconds)  # "... is 3/5." is 3/5
     if not predicted or units_differ(span, _gold_span(reference)):
         return 0.0
     predicted = _percent_as_value(predicted, gold)
@@ -230,7 +235,9 @@ _CHOICE = re.compile(r"(?<![A-Za-z])\(?([A-J])\)?(?![A-Za-z])")
 
 
 # two or more choice letters joined only by separators: "A or B", "A B C D", "(A), (C)", "A/B"
-_CHOICE_LIST = re.compile(r"(?<![A-Za-z])\(?[A-J]\)?(?:\s*(?:,|/|;|&|\bor\b|\band\b)?\s*\(?[A-J]\)?(?![A-Za-z]))+")
+# (each run possessive: "\s*(?:,|or)?\s*" split a run of spaces every way, quadratic)
+_CHOICE_LIST = re.compile(r"(?<![A-Za-z])\(?[A-J]\)?"
+                          r"(?:\s*+(?:(?:,|/|;|&|\bor\b|\band\b)\s*+)?\(?[A-J]\)?(?![A-Za-z]))+")
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+|\n")
 
 
@@ -266,7 +273,7 @@ def multiple_choice(completion: str, sample: dict, choices: str = "ABCDEFGHIJ") 
 def normalize_text(text: str) -> str:
     """Lower case, no punctuation, no articles, single spaces (the SQuAD normalisation)."""
     text = text.lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = text.translate(str.maketrans("", "", string.punctuation))
     text = re.sub(r"\b(a|an|the)\b", " ", text)
     return " ".join(text.split())
 
@@ -281,17 +288,7 @@ def exact_match(completion: str, sample: dict, normalize: bool = True) -> float:
     return 1.0 if any(canon(predicted) == canon(str(a)) for a in accepted) else 0.0
 
 
-def regex_match(completion: str, sample: dict, pattern: str | None = None, full: bool = False) -> float:
-    """1.0 if the completion matches a regular expression: `pattern` from the config, else
-    sample['pattern']. full=True requires the whole (stripped) completion to match."""
-    pattern = pattern if pattern is not None else sample.get("pattern")
-    if pattern is None:
-        raise ValueError("regex_match needs a pattern: set reward[i].args.pattern or a 'pattern' field in the sample")
-    match = re.fullmatch(pattern, completion.strip(), flags=re.DOTALL) if full else re.search(pattern, completion)
-    return 1.0 if match else 0.0
-
-
 def format_reward(completion: str, sample: dict) -> float:
     """1.0 if the answer is given in the expected form: boxed, or a number closing the text."""
     text = completion.strip()
-    return 1.0 if last_boxed(text) is not None or _ENDS_WITH_NUMBER.search(text) else 0.0
+    return 1.0 if last_boxed(text) is not None or ends_with_number(text) else 0.0

@@ -19,6 +19,7 @@ linear is bounded here:
 
 from __future__ import annotations
 
+import math
 import re
 
 MAX_MATH_CHARS = 500  # the longest final answer in math-verify's own test cases is 167 characters
@@ -58,3 +59,60 @@ def pattern_matches(pattern: str, text: str, full: bool, timeout_s: float) -> bo
         return regex.search(pattern, text, timeout=timeout_s) is not None
     except TimeoutError:
         return False
+
+
+# ---- math_answer's expression bombs: short answers that math-verify's parser or sympy works on for
+# seconds ("\frac" or braces nested 16 deep, 2^{2^{2^{2^{2^2}}}}, 9!!!!!!, 99999^{99999999})
+MAX_MATH_DEPTH = 8  # brackets nested in an answer; real answers stay far below (\frac{\sqrt{3}}{2} is 2)
+MAX_ANSWER_DIGITS = 100_000  # a number sympy would have to write out with more digits is no answer
+_OPENERS, _CLOSERS = "({[", ")}]"
+
+
+def bracket_depth(text: str) -> int:
+    """How deep brackets ( { [ nest in text (one linear scan; an unmatched closer counts as none)."""
+    depth = deepest = 0
+    for char in text:
+        if char in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in _CLOSERS:
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _log10(n: int) -> float:
+    """log10 of a positive integer (0 for 0), exact enough, without a float overflow."""
+    return 0.0 if n == 0 else math.log10(n) if n.bit_length() < 1000 else n.bit_length() * math.log10(2)
+
+
+def _digits_bound(expr) -> float:
+    """An upper bound on log10 of the numbers sympy computes to evaluate expr (their digits), from its
+    (unevaluated) tree alone: a power, exp or factorial of a numeric argument is bounded through
+    that argument's bound, so a tower is refused before anything is computed. A part with a free
+    symbol stays symbolic: sympy evaluates only its numeric subtrees."""
+    from sympy import Basic, Float, Function, Pow, Rational, exp, factorial, factorial2
+
+    if not isinstance(expr, Basic):  # a mutable matrix: its entries
+        return max((_digits_bound(e) for e in getattr(expr, "values", lambda: [])()), default=0.0)
+    if isinstance(expr, Rational):  # log10 of its numerator or denominator, the larger
+        return max(_log10(abs(int(expr.p))), _log10(int(expr.q)))
+    if isinstance(expr, Float):
+        return abs(float(expr._mpf_[2] + expr._mpf_[3])) * 0.30103 if expr._mpf_[1] else 0.0
+    inner = max((_digits_bound(a) for a in expr.args), default=1.0)
+    if expr.free_symbols or not (isinstance(expr, (Pow, exp, factorial, factorial2)) or
+                                 (isinstance(expr, Function) and expr.func.__name__ == "gamma")):
+        return inner  # sums, products, sets, other functions: no larger than their numbers (to a few digits)
+    power = _digits_bound(expr.args[-1])  # the exponent (of a power), the argument (of exp and factorial)
+    if power > 7:  # an exponent or factorial argument of over ten million
+        return math.inf
+    if isinstance(expr, Pow):  # log10(b^e) = e log10(b), e < 10^power
+        return 10 ** power * max(_digits_bound(expr.args[0]), 0.0)
+    if isinstance(expr, exp):  # log10(e^x) = x log10(e)
+        return 10 ** power * math.log10(math.e)
+    return 10 ** power * max(power, 0.5)  # log10(n!) < n log10(n), n < 10^power
+
+
+def too_large(values: list) -> bool:
+    """True if evaluating one of math-verify's parsed values would make sympy write out a number of
+    more than MAX_ANSWER_DIGITS digits (see _digits_bound); math_answer scores it 0 unverified."""
+    return any(_digits_bound(v) > MAX_ANSWER_DIGITS for v in values if not isinstance(v, str))

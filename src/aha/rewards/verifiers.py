@@ -11,7 +11,7 @@ import string
 from bisect import bisect_left
 from functools import lru_cache
 
-from aha.rewards.bounded import MAX_MATH_CHARS, ends_with_number, math_tail
+from aha.rewards.bounded import MAX_MATH_CHARS, MAX_MATH_DEPTH, bracket_depth, ends_with_number, math_tail, too_large
 from aha.rewards.decimals import decimal_comma_reading, equal_when_rounded
 from aha.rewards.extract import (
     NUMBER,
@@ -77,9 +77,11 @@ def _extraction():
     return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 
 
-def _parse(text: str, timeout: int, first_match: bool = False) -> list:
+def _parse(text: str, timeout: int, first_match: bool = False, answer: bool = True) -> list:
     from math_verify import parse
 
+    if answer and bracket_depth(text) > MAX_MATH_DEPTH:  # math-verify's parser and sympy slow down fast
+        return []
     return parse(text, list(_extraction()), parsing_timeout=timeout,
                  extraction_mode="first_match" if first_match else "any_match")
 
@@ -89,7 +91,8 @@ def _parse_reference(reference: str, timeout: int) -> tuple:
     """A reference is parsed once for all the completions of its group (sympy values are immutable).
     A bare decimal-comma reference ("1,22") is read both ways: the list {1, 22} and 1.22."""
     comma = decimal_comma_reading(reference)
-    return tuple(_parse(_as_latex(reference), timeout) + (_parse(f"${comma}$", timeout) if comma else []))
+    return tuple(_parse(_as_latex(reference), timeout, answer=False)
+                 + (_parse(f"${comma}$", timeout, answer=False) if comma else []))
 
 
 def _box_run(text: str, found: list[Stated]) -> str:
@@ -217,7 +220,7 @@ def math_answer(completion: str, sample: dict, timeout_seconds: int = 5) -> floa
             return 0.0
         span = text.strip().splitlines()[-1] if text.strip() else ""
         predicted = _parse(math_tail(text.strip().rstrip(".")), timeout_seconds)  # "... is 3/5." is 3/5
-    if not predicted or units_differ(span, _gold_span(reference)):
+    if not predicted or too_large(predicted) or units_differ(span, _gold_span(reference)):
         return 0.0
     predicted = _percent_as_value(predicted, gold)
     equal = verify(gold, predicted, timeout_seconds=timeout_seconds) \

@@ -183,7 +183,9 @@ BOMBS = {
     "nested parentheses, 30 deep": "\\boxed{" + "(" * 30 + "1" + ")" * 30 + "}",
     "e^e^e^e^100": "The answer is \\boxed{e^{e^{e^{e^{100}}}}}",
     "braces 16 deep": "\\boxed{" + "{" * 16 + "1" + "}" * 16 + "}",
-    "an unclosed box of 490 braces": "\\boxed" + "{" * 491,  # the most math-verify reads (bounded.MAX_MATH_CHARS)
+    "an unclosed box of 490 braces": "\\boxed" + "{" * 491,
+    "40 factorials, no brackets": "The answer is 42" + "!" * 40,
+    "unbraced tower of 60": "\\boxed{" + "2^" * 60 + "2}",  # the most math-verify reads (bounded.MAX_MATH_CHARS)
 }
 
 

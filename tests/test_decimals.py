@@ -41,3 +41,17 @@ def test_helpers():
     assert written_decimals(["(0.6,2.6667]", "x"]) == 4 and written_decimals(["12"]) == 0
     assert decimal_comma_reading(" 1,22 ") == "1.22" and decimal_comma_reading("1,220") is None
     assert decimal_comma_reading("1,2,3") is None and decimal_comma_reading("-3,5") == "-3.5"
+
+
+@pytest.mark.parametrize("reference, completion", [
+    ("\\frac{1}{300}", "\\boxed{0.00}"),  # a rounding that keeps no digit of the value
+    ("\\frac{1}{3000}", "\\boxed{0.000}"),
+    ("\\sqrt[3]{2}", "\\boxed{1.26}"),  # a root is not a fraction
+    ("\\frac{\\pi}{3}", "\\boxed{1.05}"),
+])
+def test_a_rounding_that_keeps_no_digit_or_of_a_root_does_not_count(reference, completion):
+    assert math_answer(completion, {"answer": reference}) == 0.0
+
+
+def test_a_small_fraction_rounded_to_two_significant_digits_counts():
+    assert math_answer("\\boxed{0.0033}", {"answer": "\\frac{1}{300}"}) == 1.0

@@ -20,6 +20,10 @@ BOMBS = {
     "parentheses 30 deep": "\\boxed{" + "(" * 30 + "1" + ")" * 30 + "}",
     "braces 16 deep": "\\boxed{" + "{" * 16 + "1" + "}" * 16 + "}",
     "tower in the last line, no box": "We get $2^{2^{2^{2^{2^{2^{2}}}}}}$",
+    # chains without brackets: the bound is one walk of the tree (it was 2^n: 40 "!" ran for hours)
+    "40 factorials, answer line": "The answer is 42" + "!" * 40,
+    "40 factorials, boxed": "\\boxed{9" + "!" * 40 + "}",
+    "unbraced tower of 60": "\\boxed{" + "2^" * 60 + "2}",
 }
 
 

@@ -98,15 +98,16 @@ def _digits_bound(expr) -> float:
         return max(_log10(abs(int(expr.p))), _log10(int(expr.q)))
     if isinstance(expr, Float):
         return abs(float(expr._mpf_[2] + expr._mpf_[3])) * 0.30103 if expr._mpf_[1] else 0.0
-    inner = max((_digits_bound(a) for a in expr.args), default=1.0)
+    bounds = [_digits_bound(a) for a in expr.args]  # once each: a chain (9!!!!...) is walked once, not 2^n times
+    inner = max(bounds, default=1.0)
     if expr.free_symbols or not (isinstance(expr, (Pow, exp, factorial, factorial2)) or
                                  (isinstance(expr, Function) and expr.func.__name__ == "gamma")):
         return inner  # sums, products, sets, other functions: no larger than their numbers (to a few digits)
-    power = _digits_bound(expr.args[-1])  # the exponent (of a power), the argument (of exp and factorial)
+    power = bounds[-1]  # the exponent (of a power), the argument (of exp and factorial)
     if power > 7:  # an exponent or factorial argument of over ten million
         return math.inf
     if isinstance(expr, Pow):  # log10(b^e) = e log10(b), e < 10^power
-        return 10 ** power * max(_digits_bound(expr.args[0]), 0.0)
+        return 10 ** power * max(bounds[0], 0.0)
     if isinstance(expr, exp):  # log10(e^x) = x log10(e)
         return 10 ** power * math.log10(math.e)
     return 10 ** power * max(power, 0.5)  # log10(n!) < n log10(n), n < 10^power

@@ -47,7 +47,15 @@ def test_nan_and_infinity_are_not_json(text):
 
 def test_ordinary_json_scores_as_before():
     assert json_format('{"n": 3}', {}, schema=INTEGER) == 1.0
-    assert json_format('{"n": 1e400}', {}) == 1.0  # a number by the grammar (read as inf)
+    assert json_format('{"n": 1e300}', {}) == 1.0
+
+
+@pytest.mark.parametrize("text", ["1e400", '{"n": -1e400}', "9" * 5_000])
+def test_a_number_past_a_floats_range_scores_zero_even_where_the_schema_would_overflow(text):
+    multiple = {"type": "number", "multipleOf": 0.01}  # jsonschema raised OverflowError on 1e400
+    assert json_format(text, {}, schema=multiple) == 0.0
+    if "e" in text:
+        assert json_format(text, {}) == 0.0  # a float no float holds is not read as inf
     assert json_format('{"n": 3.5}', {}, schema=INTEGER) == 0.0
     with pytest.raises(ValueError):
         formats.parse_json("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1))

@@ -170,3 +170,11 @@ def test_evaluation_scores_with_the_generated_token_counts(monkeypatch, tmp_path
     # eval.rank_by scores the cached samples with the counts they were drawn with
     ranks = ranking.rank_scores(counting_reward(), tmp_path / "ranks.jsonl", problems, drawn)
     assert ranks == {"p0": [4.0, 5.0], "p1": [6.0, 7.0]}
+
+
+@pytest.mark.parametrize("separator", ["\x00", "\x01", "\x7f", "\x80", "\U000e0080", "\u2065", "\U0001d159",
+                                       "\U00016fe4", "\ue000"])
+def test_control_unassigned_and_blank_characters_between_words_do_not_shorten_a_length_in_words(separator):
+    from aha.rewards.shaping import count_words
+
+    assert count_words(separator.join(["word"] * 50)) == 50

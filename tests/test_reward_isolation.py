@@ -23,7 +23,7 @@ import torch
 
 from aha.config import RewardSpec
 from aha.eval.scoring import FunctionScorer, ScorerError
-from aha.rewards import batched
+from aha.rewards import StepScores, batched
 from aha.rewards.compose import Component, CompositeReward, build_reward
 from aha.rewards.pool import WorkerPool, _Worker
 from aha.training.interrupt import DeferredInterrupt
@@ -270,7 +270,7 @@ def test_closing_a_pool_kills_a_busy_worker_and_what_it_started(tmp_path):
 # -- kind 9: each component scores its own copy ----------------------------------------------
 
 MUTATING = """
-from aha.rewards import batched
+from aha.rewards import StepScores, batched
 
 def meddle(completion, sample):
     seen = sample.setdefault("seen", [])  # a row of the same group sees the first row's note otherwise
@@ -334,3 +334,45 @@ def test_scores_with_and_without_workers_are_the_same(tmp_path):
     local, pooled = results
     assert local.total.tolist() == pooled.total.tolist()
     assert {k: v.tolist() for k, v in local.components.items()} == {k: v.tolist() for k, v in pooled.components.items()}
+
+
+def test_a_reward_whose_value_or_error_message_raises_fails_its_sample_only():
+    """Converting a value (its __float__, .shape) and describing an error (its __str__) run the
+    reward's own code too: whatever they raise fails that sample, never the run (a red team's)."""
+    class BadFloat(float):
+        def __float__(self):
+            raise RuntimeError("no")
+
+    class BadShape:
+        @property
+        def shape(self):
+            raise KeyboardInterrupt
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    def raises_unprintable(completion, sample):
+        raise Unprintable()
+
+    for fn in (lambda c, s: BadFloat(1.0), lambda c, s: BadShape(), raises_unprintable,
+               lambda c, s: {1: 10.0, "1": -10.0}):
+        result = CompositeReward([Component("r", fn)]).score(["a", "b"], [{"id": 1}, {"id": 2}])
+        assert result.failed.tolist() == [True, True] and result.total.tolist() == [0.0, 0.0]
+
+
+def test_a_batched_gate_that_empties_its_list_fails_instead_of_vanishing():
+    @batched
+    def emptying_gate(completions, samples):
+        completions.clear()
+        return []
+
+    reward = CompositeReward([Component("ok", lambda c, s: 1.0), Component("gate", emptying_gate, combine="gate",
+                                                                          batched=True)])
+    result = reward.score(["a", "b"], [{"id": 1}, {"id": 2}])
+    assert result.total.tolist() == [0.0, 0.0] and result.failed.tolist() == [True, True]
+
+
+def test_step_scores_read_no_string_as_a_number():
+    with pytest.raises(ValueError, match="real numbers"):
+        StepScores((1,), ("1e30",))

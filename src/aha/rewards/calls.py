@@ -61,8 +61,26 @@ def as_number(value) -> float:
 def score_parts(name: str, value) -> dict[str, float]:
     """A component's value as {part name: number}: {name: v}, or {name/key: v} per key of a dict."""
     if isinstance(value, dict):
+        if not all(type(k) is str for k in value):  # 1 and "1" would both be name/1
+            raise TypeError("a dict of scores has string keys")
         return {f"{name}/{k}": as_number(v) for k, v in value.items()}
     return {name: as_number(value)}
+
+
+def describe(err: BaseException) -> str:
+    """'Type: message' of an exception whose own __str__ may raise too (it is the reward's code)."""
+    try:
+        return f"{type(err).__name__}: {err}"
+    except BaseException:  # noqa: BLE001 - a message that cannot be made must not stop the run either
+        return f"{type(err).__name__}: <its message raised>"
+
+
+def shown(value) -> str:
+    """repr(value), or a stand-in when the reward's own __repr__ raises."""
+    try:
+        return repr(value)[:200]
+    except BaseException:  # noqa: BLE001
+        return f"<a {type(value).__name__}>"
 
 
 def call_guarded(fn: Callable, *args, **kwargs) -> Outcome:
@@ -70,7 +88,7 @@ def call_guarded(fn: Callable, *args, **kwargs) -> Outcome:
     try:
         return Outcome(value=fn(*args, **kwargs))
     except BaseException as err:  # noqa: BLE001 - SystemExit and the rest are failures too (SigintWatch)
-        return Outcome(error=f"{type(err).__name__}: {err}")
+        return Outcome(error=describe(err))
 
 
 class SigintWatch:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from aha.config import RayConfig, RewardSpec
-from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, score_parts, takes_tokens
+from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, describe, score_parts, shown, takes_tokens
 from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
 from aha.rewards.pool import WorkerPool
 
@@ -96,13 +96,14 @@ class Component:
 
     def _batch(self, completions: list[str], samples: list[dict], tokens: list[int] | None) -> list[Outcome]:
         kwargs = {TOKENS: tokens} if self.takes_tokens and tokens is not None else {}
+        n = len(completions)  # before the call: the reward may empty the list it was given
         called = call_guarded(lambda: list(self.fn(completions, samples, **kwargs)))
         if called.error is not None:
-            return [called] * len(completions)
+            return [called] * n
         values = called.value
-        if len(values) != len(completions):
-            wrong = Outcome(error=f"returned {len(values)} scores for {len(completions)} completions")
-            return [wrong] * len(completions)
+        if len(values) != n:
+            wrong = Outcome(error=f"returned {len(values)} scores for {n} completions")
+            return [wrong] * n
         return [Outcome(error="no score") if v is None else Outcome(value=v) for v in values]
 
     def clip(self, value: float) -> float:
@@ -119,15 +120,15 @@ def _checked(name: str, outcome: Outcome) -> tuple[Outcome, dict[str, float]]:
     if outcome.error is not None:
         return outcome, {}
     value = outcome.value
-    try:
+    try:  # the value's own __float__, .item() or .shape are the reward's code too: whatever they raise fails it
         parts = score_parts(name, value)
-    except (TypeError, ValueError, OverflowError) as err:  # OverflowError: an int past float's range
-        return Outcome(error=f"not a number or dict of numbers: {value!r} ({err}); a reward returns a real number "
-                             "(a bool is 1 or 0), a dict of them or StepScores"), {}
+    except BaseException as err:  # noqa: BLE001 - TypeError for a string, OverflowError for an int past float's
+        return Outcome(error=f"not a number or dict of numbers: {shown(value)} ({describe(err)}); a reward returns "
+                             "a real number (a bool is 1 or 0), a dict of them with string keys, or StepScores"), {}
     # NaN or inf would poison the total, the advantages and the weights; so would a number
     # past float32's range, where the scores are kept
     if any(not math.isfinite(v) or abs(v) > FLOAT32_MAX for v in parts.values()):
-        return Outcome(error=f"non-finite or out-of-range score {value!r}"), {}
+        return Outcome(error=f"non-finite or out-of-range score {shown(value)}"), {}
     return outcome, parts
 
 

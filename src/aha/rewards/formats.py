@@ -4,6 +4,7 @@ regular expression. Each is fn(completion, sample, **args) -> float in [0, 1].""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 from aha.rewards.bounded import PATTERN_TIMEOUT_S, pattern_matches
@@ -38,6 +39,13 @@ def _read_int(digits: str):
     return int(digits) if len(digits.lstrip("-")) <= MAX_INT_DIGITS else float(digits)
 
 
+def _read_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: no float holds it (and a schema's multipleOf would overflow on it)
+        raise _NotJson(f"{text[:20]} is past a float's range")
+    return value
+
+
 def _nesting(text: str) -> int:
     """The deepest [ / { nesting of a JSON text, brackets inside strings not counted (one linear scan)."""
     depth = deepest = 0
@@ -61,7 +69,7 @@ def parse_json(text: str):
     run by writing [[[[...]]]] (an error on every sample would trip max_reward_failure_rate)."""
     if _nesting(text) > MAX_JSON_DEPTH:
         raise _NotJson(f"nested deeper than {MAX_JSON_DEPTH} levels")
-    return json.loads(text, parse_constant=_reject_constant, parse_int=_read_int)
+    return json.loads(text, parse_constant=_reject_constant, parse_int=_read_int, parse_float=_read_float)
 
 
 def json_format(completion: str, sample: dict, schema: dict | None = None) -> float:
@@ -82,7 +90,9 @@ def json_format(completion: str, sample: dict, schema: dict | None = None) -> fl
         return 1.0
     try:
         jsonschema.validate(value, schema)
-    except jsonschema.ValidationError:
+    except jsonschema.SchemaError:
+        raise  # the config's or the dataset's schema is wrong: an error to fix, not a score
+    except Exception:  # noqa: BLE001 - ValidationError, or a check that fails on the value (OverflowError)
         return 0.0
     return 1.0
 

@@ -63,6 +63,8 @@ class StepScores:
         if any(isinstance(e, bool) or not isinstance(e, numbers.Integral) or e < 1 for e in self.ends):
             raise ValueError(f"StepScores ends are character offsets after each step (integers >= 1), got {self.ends}")
         object.__setattr__(self, "ends", tuple(int(e) for e in self.ends))  # numpy integers too
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Real) for v in self.values):  # "1e30" is no number
+            raise ValueError(f"StepScores values must be real numbers, got {self.values}")
         object.__setattr__(self, "values", tuple(float(v) for v in self.values))
         if any(not math.isfinite(v) or abs(v) > FLOAT32_MAX for v in self.values):
             raise ValueError(f"StepScores values must be finite numbers within float32's range, got {self.values}")

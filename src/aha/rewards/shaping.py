@@ -20,15 +20,16 @@ from aha.rewards.extract import tagged
 # text): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and
 # other variation selectors, the blank braille pattern
 _INVISIBLE = re.compile("[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
-                        "\U000e0100-\U000e01ef]")
+                        "\U000e0100-\U000e01ef\U0001d159\U00016fe4]")
 _SPACE = re.compile(r"\s+")
 BYTES_PER_TOKEN = 4  # about what a BPE vocabulary gives English text
 
 
 def count_words(text: str) -> int:
     """Words, split at whitespace and at every invisible character (zero-width spaces and
-    joiners, U+2060, U+FEFF, bidi marks, ...): hiding the spaces between words joins none."""
-    hidden = {ord(c): " " for c in set(text) if unicodedata.category(c) == "Cf"}
+    joiners, U+2060, U+FEFF, bidi marks, control characters, unassigned and private-use code
+    points, separators, ...): hiding the spaces between words joins none."""
+    hidden = {ord(c): " " for c in set(text) if unicodedata.category(c)[0] in "CZ"}  # Cc Cf Cn Co Cs, Zs Zl Zp
     return len(_INVISIBLE.sub(" ", text.translate(hidden)).split())
 
 

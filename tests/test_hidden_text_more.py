@@ -63,3 +63,12 @@ def test_reference_metrics_score_only_the_text_a_reader_sees(name):
         assert metric(stuffed, sample) < 0.2  # the hidden reference scored > 0.5
     code = "```\nthe cat sat on the mat near the door\n```"
     assert metric(code, sample) > 0.5  # a code block is shown: it counts here
+
+
+@pytest.mark.parametrize("completion", ["**Answer:** 42", "**Answer: 42**", "The answer is **42**.",
+                                        "**Final answer:** 42", "Answer: __42__"])
+def test_markdown_emphasis_around_an_answer_line_is_no_part_of_it(completion):
+    """A false negative the red team found: math_answer read "** 42" and scored 0."""
+    assert math_answer(completion, {"answer": "42"}) == 1.0
+    assert math_answer(completion, {"answer": "43"}) == 0.0
+    assert exact_match(completion, {"answer": "42"}) == 1.0

@@ -16,7 +16,7 @@ import re
 
 MIN_DECIMALS, DEFAULT_DECIMALS = 2, 6  # math-verify's default float_rounding is 6
 _DECIMAL_DIGITS = re.compile(r"\d\.(\d+)")  # each digit run after a point is scanned once: linear
-_DECIMAL_NUMBER = re.compile(r"\d++\.\d++")
+_DECIMAL_NUMBER = re.compile(r"(?<!\d)\d++\.\d++")  # entered at a run's start only: linear
 _DECIMAL_COMMA = re.compile(r"-?\d+,\d{1,2}")
 
 

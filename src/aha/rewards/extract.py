@@ -129,7 +129,8 @@ def answer_lines(text: str) -> list[Stated]:
             if not searched or (ahead is not None and ahead.start() <= start):
                 ahead, searched = _SENTENCE_END_AT_RUN.search(text, start + 1, stop), True
             cut = ahead
-        content = text[start:min(cut.start() if cut else stop, start + MAX_ANSWER_LINE)].strip()
+        # markdown emphasis around it is no part of it: "**Answer:** 12", "The answer is **12**."
+        content = text[start:min(cut.start() if cut else stop, start + MAX_ANSWER_LINE)].strip().strip("*_").strip()
         negated = len(match.group(1)) > 2 or re.match(r"(?:not|never)\b", content, re.IGNORECASE) is not None
         found.append(Stated("line", match.start(), stop, content, negated))
     return found

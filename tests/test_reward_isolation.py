@@ -210,13 +210,19 @@ def test_a_reward_killed_at_its_timeout_leaves_no_process_it_started(tmp_path):
         assert outcomes[0].error == "timed out after 3 s"
         started = [int(p) for p in pids.read_text().split()]
         assert len(started) == 3
-        deadline = time.monotonic() + 5  # SIGKILL is delivered at once; allow for a busy machine
-        while (any(alive(p) for p in started) or with_marker(marker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [p for p in started if alive(p)] == [] and with_marker(marker) == []
+        assert_all_gone(started, marker)
     finally:
         kill_marked(marker)
         pool.close()
+
+
+def assert_all_gone(started: list[int], marker: str) -> None:
+    """No process the reward started is alive, none with its marker either (SIGKILL is delivered at
+    once; up to 5 s allowed for a busy machine)."""
+    deadline = time.monotonic() + 5
+    while (any(alive(p) for p in started) or with_marker(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in started if alive(p)] == [] and with_marker(marker) == []
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -232,11 +238,7 @@ def test_a_ray_reward_killed_at_its_timeout_leaves_no_process_it_started(tmp_pat
     try:
         outcomes = pool.map(["x"], [{"marker": marker, "pids": str(pids)}])
         assert outcomes[0].error == "timed out after 5 s" and pool.restarts == 1
-        started = [int(p) for p in pids.read_text().split()]
-        deadline = time.monotonic() + 5
-        while (any(alive(p) for p in started) or with_marker(marker)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert [p for p in started if alive(p)] == [] and with_marker(marker) == []
+        assert_all_gone([int(p) for p in pids.read_text().split()], marker)
     finally:
         kill_marked(marker)
         pool.close()

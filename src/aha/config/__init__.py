@@ -13,7 +13,13 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
-from aha.config.method_sections import PreferenceConfig, ProcessRewardConfig, RewardModelConfig, SFTConfig
+from aha.config.method_sections import (
+    PreferenceConfig,
+    ProcessRewardConfig,
+    RewardModelConfig,
+    RFTConfig,
+    SFTConfig,
+)
 from aha.config.run_sections import EvalConfig, LoraConfig, MonitorConfig, RayConfig, TrackingConfig
 from aha.config.sections import (
     BUILT_IN_TASKS,
@@ -32,10 +38,12 @@ class ConfigError(ValueError):
 
 
 class Config(Strict):
-    method: Literal["rl", "sft", "dpo", "rm", "prm"] = Field(
+    method: Literal["rl", "sft", "dpo", "rm", "prm", "rft"] = Field(
         "rl", description="what a step trains: rl (online RL on sampled completions), sft (supervised on responses), "
                           "dpo (preference optimisation, sft/dpo sections), rm (a reward model on preference pairs, "
-                          "rm section), prm (a process reward model on step-labelled solutions, prm section); the run "
+                          "rm section), prm (a process reward model on step-labelled solutions, prm section), "
+                          "rft (expert iteration: supervised steps on the policy's own samples that the reward "
+                          "passes, rft section); the run "
                           "folder, checkpoints, held-out evaluation and report are the same for each")
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
     output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, "
@@ -60,6 +68,7 @@ class Config(Strict):
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
     prm: ProcessRewardConfig = ProcessRewardConfig()
+    rft: RFTConfig = RFTConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
 

@@ -49,6 +49,8 @@ PANELS = [
     Panel("Repetition (repeated 4-grams)", ("monitor/repetition",)),
     Panel("Groups with zero reward variance", ("groups/zero_variance_frac",)),
     Panel("Loss", ("loss/*",), ("loss/total_first_step",)),
+    Panel("Supervised loss (NLL per response token)", ("sft/loss",)),
+    Panel("Expert iteration: share of samples kept, of prompts solved", ("rft/kept_frac", "rft/prompts_solved_frac")),
     Panel("Gradient norm", ("grad_norm", "value/grad_norm")),
     Panel("Seconds per step", ("time/*",)),
 ]

@@ -8,10 +8,12 @@ from aha.training.supervised.dpo import PreferenceMethod
 from aha.training.supervised.kto import KTOMethod
 from aha.training.supervised.prm import PRMMethod
 from aha.training.supervised.reward_model import RMMethod
+from aha.training.supervised.rft import RFTMethod
 from aha.training.supervised.sft import SFTMethod
 
 # config.method's allowed values are these keys (a test checks the config's Literal agrees)
-METHODS = {"rl": RLMethod, "sft": SFTMethod, "dpo": PreferenceMethod, "rm": RMMethod, "prm": PRMMethod}
+METHODS = {"rl": RLMethod, "sft": SFTMethod, "dpo": PreferenceMethod, "rm": RMMethod, "prm": PRMMethod,
+           "rft": RFTMethod}
 
 
 def method_for(config: Config):

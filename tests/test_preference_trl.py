@@ -12,6 +12,8 @@ desirable/undesirable weights, ...) and is compared with aha's function on seede
 own dtype casts (ORPO's .float()) are left out so the comparison can be tight; they are precision choices,
 not part of the formula. Everything is reduced the way TRL reduces it (a mean over the batch) where aha
 returns per-pair losses.
+
+TRL has neither TDPO nor ODPO: those two are checked against their authors' code (commits named there).
 """
 
 import itertools
@@ -22,13 +24,18 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from aha.algorithms.preference import (
+    bco_pair_loss,
     bradley_terry_loss,
     dpo_loss,
+    hinge_loss,
     ipo_loss,
     kto_loss,
     kto_reference_point,
     orpo_loss,
+    reward_offset,
     simpo_loss,
+    tdpo_loss,
+    token_kl,
 )
 
 N = 64
@@ -386,3 +393,198 @@ def test_bradley_terry_matches_trl_reward_trainer(scale):
     assert_close(bradley_terry_loss(rc, rr, margin).mean(), trl_head_reward(rc, rr, margin), **TIGHT)
     for m in (0.0, 0.5, 1.7):  # a scalar margin, as a batch whose margins are all equal would give TRL
         assert_close(bradley_terry_loss(rc, rr, m).mean(), trl_head_reward(rc, rr, torch.full_like(rc, m)), **TIGHT)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hinge (SLiC / RSO) and BCO pairs: TRL's DPOTrainer loss_type="hinge" and "bco_pair"
+# ---------------------------------------------------------------------------------------------------------
+
+def trl_head_dpo_hinge(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    # TRL HEAD trl/trainer/dpo_trainer.py, DPOTrainer._compute_loss (lines 1437-1438), loss_type="hinge",
+    # f_divergence_type="reverse_kl".
+    delta_score = (chosen_logps - ref_chosen_logps) - (rejected_logps - ref_rejected_logps)
+    return torch.relu(1 - beta * delta_score)
+
+
+@pytest.mark.parametrize("beta", BETAS + [0.05])
+def test_hinge_matches_trl_head(beta):
+    # TRL HEAD f2cd577 DPOTrainer._compute_loss "hinge" (and v0.28.0 dpo_loss line 1175, the same expression).
+    # The small log-probs make some margins pass 1/beta, where both give exactly 0.
+    pc, pr, rc, rr = (x / 8 for x in _pairs(12))
+    ours = hinge_loss(pc, pr, rc, rr, beta=beta)
+    assert_close(ours, trl_head_dpo_hinge(pc, pr, rc, rr, beta), **TIGHT)
+    if beta >= 0.5:
+        assert (ours == 0).any() and (ours > 0).any()
+
+
+class TrlRunningMoments:
+    # TRL v0.28.0 trl/trainer/utils.py, RunningMoments (lines 183-221), one process (no accelerator).
+    def __init__(self):
+        self.mean, self.std, self.var, self.count = 0, 1, 1, 1e-24
+
+    @torch.no_grad()
+    def update(self, xs):
+        xs_count = xs.numel()
+        xs_var, xs_mean = torch.var_mean(xs, unbiased=False)
+        xs_mean, xs_var = xs_mean.float(), xs_var.float()
+        delta = xs_mean - self.mean
+        tot_count = self.count + xs_count
+        new_sum = xs_var * xs_count
+        old_sum = self.var * self.count + delta**2 * self.count * xs_count / tot_count
+        tot_sum = old_sum + new_sum
+        self.mean += (delta * xs_count / tot_count).item()
+        self.var = (tot_sum / tot_count).item()
+        self.count = tot_count
+
+
+def trl_v028_bco_pair(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta, running):
+    # TRL v0.28.0 trl/trainer/dpo_trainer.py, DPOTrainer.dpo_loss (lines 1181-1191), loss_type="bco_pair".
+    chosen_logratios = chosen_logps - ref_chosen_logps
+    rejected_logratios = rejected_logps - ref_rejected_logps
+    chosen_rewards = beta * chosen_logratios
+    rejected_rewards = beta * rejected_logratios
+    rewards = torch.cat((chosen_rewards, rejected_rewards), 0).mean().detach()
+    running.update(rewards)
+    delta = running.mean
+    return -F.logsigmoid((beta * chosen_logratios) - delta) - F.logsigmoid(-(beta * rejected_logratios - delta))
+
+
+def trl_head_bco_pair(chosen_logps, rejected_logps, ref_chosen_logps, ref_rejected_logps, beta):
+    # TRL HEAD trl/trainer/dpo_trainer.py, DPOTrainer._compute_loss (lines 1480-1483), loss_type="bco_pair":
+    # since the refactor (#3906) no running reward shift.
+    chosen_rewards = beta * (chosen_logps - ref_chosen_logps)
+    rejected_rewards = beta * (rejected_logps - ref_rejected_logps)
+    return -F.logsigmoid(chosen_rewards) - F.logsigmoid(-rejected_rewards)
+
+
+@pytest.mark.parametrize("beta", [0.01, 0.1, 0.5])
+def test_bco_pair_and_its_running_shift_match_trl_v028_over_micro_batches(beta):
+    # TRL v0.28.0 (49ef334): the shift delta is the running mean of each call's mean implicit reward, this
+    # call's included; aha's RunningMean keeps the same number per micro-batch. TRL casts the batch mean to
+    # fp32 (.float()) before averaging: the deltas agree to fp32 precision, not to float64's.
+    from aha.training.supervised.pair_losses import RunningMean
+
+    ours_running, trl_running = RunningMean(), TrlRunningMoments()
+    for seed in range(13, 17):  # four micro-batches of different pairs
+        pc, pr, rc, rr = _pairs(seed)
+        shifted = (pc + 20.0, pr, rc, rr)  # chosen rewards far from rejected ones: the shift matters
+        trl = trl_v028_bco_pair(*shifted, beta, trl_running)
+        rewards = torch.cat((beta * (shifted[0] - rc), beta * (pr - rr)))
+        delta = ours_running.update(float(rewards.mean()))
+        assert delta == pytest.approx(trl_running.mean, rel=1e-6, abs=1e-7)
+        assert_close(bco_pair_loss(*shifted, beta=beta, delta=delta), trl, rtol=1e-6, atol=1e-7)
+    assert ours_running.count == 4
+    pc, pr, rc, rr = _pairs(17)
+    assert_close(bco_pair_loss(pc, pr, rc, rr, beta=beta), trl_head_bco_pair(pc, pr, rc, rr, beta), **TIGHT)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ODPO (DPO with an offset): the authors' code, and TRL's reward-model margin on implicit rewards
+# ---------------------------------------------------------------------------------------------------------
+
+def odpo_authors_loss(policy_chosen_logps, policy_rejected_logps, reference_chosen_logps, reference_rejected_logps,
+                      beta, alpha, chosen_rewards, rejected_rewards):
+    # github.com/rycolab/odpo @ 6152f67 (2025-02-17) trainers.py, preference_loss (lines 49-99), offset=True,
+    # ratio=False (config/loss/odpo.yaml): the offset is alpha * log(r_w - r_l).
+    pi_logratios = policy_chosen_logps - policy_rejected_logps
+    ref_logratios = reference_chosen_logps - reference_rejected_logps
+    logits = pi_logratios - ref_logratios
+    margin = torch.stack(chosen_rewards, dim=0) - torch.stack(rejected_rewards, dim=0)
+    margin = torch.log(margin)
+    return -F.logsigmoid(beta * logits - alpha * margin)
+
+
+@pytest.mark.parametrize("beta,alpha", list(itertools.product([0.05, 0.5, 0.7], [0.5, 1.0])))
+def test_odpo_matches_the_authors_code_and_trls_reward_margin(beta, alpha):
+    pc, pr, rc, rr = _pairs(18)
+    g = _gen(19)
+    rejected = torch.rand(N, generator=g, dtype=torch.float64)
+    chosen = rejected + 3.0 * torch.rand(N, generator=g, dtype=torch.float64) + 1e-3  # gaps both sides of 1
+    offset = reward_offset(chosen, rejected, alpha, "log")
+    ours = dpo_loss(pc, pr, rc, rr, beta=beta, offset=offset)
+    assert_close(ours, odpo_authors_loss(pc, pr, rc, rr, beta, alpha, list(chosen), list(rejected)), **TIGHT)
+    # TRL HEAD RewardTrainer's margin loss on the implicit rewards beta * log(pi / ref) is the same per batch
+    assert_close(ours.mean(), trl_head_reward(beta * (pc - rc), beta * (pr - rr), offset), **TIGHT)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# TDPO: the authors' code (not in TRL)
+# ---------------------------------------------------------------------------------------------------------
+
+def tdpo_authors_get_batch_logps(logits, reference_logits, labels):
+    # github.com/Vance0124/Token-level-Direct-Preference-Optimization @ 2a736ec (2025-02-14) trainers.py,
+    # _tdpo_get_batch_logps (lines 115-158), average_log_prob=False: logits and labels over the whole sequence,
+    # -100 outside completions.
+    labels = labels[:, 1:].clone()
+    logits = logits[:, :-1, :]
+    reference_logits = reference_logits[:, :-1, :]
+    loss_mask = labels != -100
+    labels[labels == -100] = 0
+    vocab_logps = logits.log_softmax(-1)
+    reference_vocab_ps = reference_logits.softmax(-1)
+    reference_vocab_logps = reference_vocab_ps.log()
+    per_position_kl = (reference_vocab_ps * (reference_vocab_logps - vocab_logps)).sum(-1)
+    per_token_logps = torch.gather(vocab_logps, dim=2, index=labels.unsqueeze(2)).squeeze(2)
+    per_reference_token_logps = torch.gather(reference_vocab_logps, dim=2, index=labels.unsqueeze(2)).squeeze(2)
+    logps_margin = per_token_logps - per_reference_token_logps
+    return ((logps_margin * loss_mask).sum(-1), (per_position_kl * loss_mask).sum(-1),
+            (per_token_logps * loss_mask).sum(-1))
+
+
+def tdpo_authors_loss(chosen_logps_margin, rejected_logps_margin, chosen_position_kl, rejected_position_kl, beta,
+                      alpha, if_tdpo2):
+    # the same file, tdpo_loss (lines 46-83); the rewards it also returns are left out.
+    chosen_rejected_logps_margin = chosen_logps_margin - rejected_logps_margin
+    if not if_tdpo2:
+        logits = chosen_rejected_logps_margin - (rejected_position_kl - chosen_position_kl)
+    else:
+        logits = chosen_rejected_logps_margin - alpha * (rejected_position_kl - chosen_position_kl.detach())
+    return -F.logsigmoid(beta * logits)
+
+
+def _tdpo_batch(seed, pairs=6, length=9, vocab=11):
+    """Random policy and reference logits over whole sequences (chosen rows first), and labels with a prompt
+    of 2 to 3 tokens and a completion of 1 or more, -100 elsewhere (as the authors' data collator)."""
+    g = _gen(seed)
+    logits = 3.0 * torch.randn(2 * pairs, length, vocab, generator=g, dtype=torch.float64)
+    ref_logits = logits + torch.randn(2 * pairs, length, vocab, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, vocab, (2 * pairs, length), generator=g)
+    for row in range(2 * pairs):
+        prompt = 2 + row % 2
+        end = int(torch.randint(prompt + 1, length + 1, (1,), generator=g))
+        labels[row, :prompt], labels[row, end:] = -100, -100
+    return logits, ref_logits, labels
+
+
+def _aha_tdpo_inputs(logits, ref_logits, labels):
+    """aha's side: log-softmax at the positions that predict a completion token, token_kl there, sums per row."""
+    targets, shifted = labels[:, 1:], logits[:, :-1]
+    keep = targets != -100
+    policy_logprobs = torch.log_softmax(shifted[keep], -1)
+    ref_logprobs = torch.log_softmax(ref_logits[:, :-1][keep], -1)
+    owner = torch.arange(len(labels)).repeat_interleave(keep.sum(1))
+    total = lambda rows: rows.new_zeros(len(labels)).index_add(0, owner, rows)
+    picked = targets[keep][:, None]
+    return (total(policy_logprobs.gather(1, picked).squeeze(1)), total(ref_logprobs.gather(1, picked).squeeze(1)),
+            total(token_kl(ref_logprobs, policy_logprobs)))
+
+
+@pytest.mark.parametrize("version,alpha,beta", [(1, 0.5, 0.1), (2, 0.5, 0.1), (2, 0.2, 0.5), (2, 1.0, 2.0)])
+def test_tdpo_matches_the_authors_code_in_value_and_gradient(version, alpha, beta):
+    logits0, ref_logits, labels = _tdpo_batch(20 + version)
+    k = len(labels) // 2
+
+    def ours(logits):
+        logps, ref, kl = _aha_tdpo_inputs(logits, ref_logits, labels)
+        return tdpo_loss(logps[:k], logps[k:], ref[:k], ref[k:], kl[:k], kl[k:], beta, alpha, version)
+
+    def authors(logits):
+        margin, kl, _ = tdpo_authors_get_batch_logps(logits, ref_logits, labels)
+        return tdpo_authors_loss(margin[:k], margin[k:], kl[:k], kl[k:], beta, alpha, version == 2)
+
+    a, b = logits0.clone().requires_grad_(True), logits0.clone().requires_grad_(True)
+    assert_close(ours(a), authors(b), **TIGHT)
+    ours(a).mean().backward()
+    authors(b).mean().backward()
+    assert_close(a.grad, b.grad, **TIGHT)  # the stop-gradient on the chosen KL sits where the authors put it
+    assert (a.grad[:, :-1].abs().sum(-1) > 0).any()

@@ -9,6 +9,7 @@ log-probabilities a method expects differs, and is part of its definition:
   the target margin 1/(2*beta) means something different for each.
 - SimPO and ORPO: averaged over the completion's tokens (their papers' length normalisation).
 - KTO: summed, with a reference point z0 from `kto_reference_point`.
+- TDPO, the hinge loss, BCO pairs and DPO with an offset (ODPO): summed, as DPO.
 """
 
 from __future__ import annotations
@@ -42,12 +43,95 @@ def _smoothed_logistic(margin: torch.Tensor, label_smoothing: float) -> torch.Te
 
 def dpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
              ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor, beta: float = 0.1,
-             label_smoothing: float = 0.0) -> torch.Tensor:
+             label_smoothing: float = 0.0, offset: torch.Tensor | float = 0.0) -> torch.Tensor:
     """DPO (Rafailov et al. 2023, eq. 7): -log sigma(beta * logits). With label_smoothing = eps
     it is conservative DPO (cDPO, Mitchell 2023): each label is taken as right with
-    probability 1 - eps."""
+    probability 1 - eps. An offset per pair (ODPO, Amini et al. 2024) asks the
+    implicit reward margin beta * logits to exceed it: -log sigma(beta * logits - offset),
+    so a pair preferred strongly is pushed further apart than a near tie."""
     logits = preference_logits(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
-    return _smoothed_logistic(beta * logits, label_smoothing)
+    return _smoothed_logistic(beta * logits - offset, label_smoothing)
+
+
+def reward_offset(chosen_scores: torch.Tensor, rejected_scores: torch.Tensor, alpha: float = 1.0,
+                  scale: str = "log") -> torch.Tensor:
+    """ODPO's offset (Amini et al. 2024) from the gap in a reward's scores of the
+    pair's two completions: alpha * log(gap) (the paper's default; a gap under 1 gives a
+    negative offset, a weak preference asks for less than plain DPO) or alpha * gap
+    ("linear"). A gap that is not finite (a sample whose reward failed, ranked last but with
+    no score) gives 0: the pair is kept as plain DPO, its strength unknown."""
+    _check_pairs(chosen_scores=chosen_scores, rejected_scores=rejected_scores)
+    gap = chosen_scores - rejected_scores
+    finite = torch.isfinite(gap)
+    if bool((gap[finite] <= 0).any()):
+        raise ValueError("reward_offset needs every chosen score above its rejected score")
+    safe = torch.where(finite, gap, torch.ones_like(gap))
+    if scale == "log":
+        scaled = torch.log(safe)
+    elif scale == "linear":
+        scaled = safe
+    else:
+        raise ValueError(f"scale must be 'log' or 'linear', got {scale!r}")
+    return torch.where(finite, alpha * scaled, torch.zeros_like(gap))
+
+
+def hinge_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
+               ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor, beta: float = 0.1) -> torch.Tensor:
+    """The hinge loss of SLiC-HF (Zhao et al. 2023) on reference-normalised likelihoods, as RSO
+    (Liu et al. 2024, "hinge-norm") and TRL's loss_type="hinge" use it:
+    max(0, 1 - beta * logits). Pairs already apart by 1/beta give no gradient at all (DPO's
+    sigmoid never stops pushing)."""
+    logits = preference_logits(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    return torch.relu(1 - beta * logits)
+
+
+def bco_pair_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
+                  ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor, beta: float = 0.1,
+                  delta: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """BCO on pairs (Jung et al. 2024): a binary classifier whose logit is the
+    implicit reward r = beta * log(pi / ref) minus a reward shift delta, trained to call
+    the chosen completion good and the rejected one bad, each on its own:
+    -log sigma(r_w - delta) - log sigma(-(r_l - delta)). Unlike DPO, a pair whose two
+    rewards move up together is not a pair learned: each completion is judged against delta."""
+    _check_pairs(policy_chosen_logps=policy_chosen_logps, policy_rejected_logps=policy_rejected_logps,
+                 ref_chosen_logps=ref_chosen_logps, ref_rejected_logps=ref_rejected_logps)
+    chosen = beta * (policy_chosen_logps - ref_chosen_logps)
+    rejected = beta * (policy_rejected_logps - ref_rejected_logps)
+    return -F.logsigmoid(chosen - delta) - F.logsigmoid(-(rejected - delta))
+
+
+def token_kl(ref_logprobs: torch.Tensor, policy_logprobs: torch.Tensor) -> torch.Tensor:
+    """KL(ref || pi) at each position from the two log-softmaxed distributions over the whole
+    vocabulary (the last dimension): sum_v ref(v) * (log ref(v) - log pi(v)). TDPO's
+    per-token term. The expectation is under the reference, which gets no gradient; a token
+    the reference never emits (log-prob -inf) adds 0, not 0 * inf."""
+    if ref_logprobs.shape != policy_logprobs.shape:
+        raise ValueError(f"ref_logprobs {tuple(ref_logprobs.shape)} and policy_logprobs "
+                         f"{tuple(policy_logprobs.shape)} differ")
+    ref_logprobs = ref_logprobs.detach()
+    ref_probs = ref_logprobs.exp()
+    return torch.where(ref_probs > 0, ref_probs * (ref_logprobs - policy_logprobs), 0.0).sum(dim=-1)
+
+
+def tdpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
+              ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor, chosen_kl: torch.Tensor,
+              rejected_kl: torch.Tensor, beta: float = 0.1, alpha: float = 0.5, version: int = 2) -> torch.Tensor:
+    """Token-level DPO (Zeng et al. 2024). chosen_kl / rejected_kl are each
+    completion's sequential KL, sum over its tokens of KL(ref || pi) at that position
+    (`token_kl`). With u = beta * logits (DPO's margin):
+    TDPO1: -log sigma(u - beta * (kl_l - kl_w));
+    TDPO2: -log sigma(u - alpha * beta * (kl_l - sg(kl_w))), the chosen completion's KL
+    without gradient, so the term only pulls the rejected completion's distributions back
+    to the reference (the paper's recommended form, alpha = 0.5)."""
+    _check_pairs(chosen_kl=chosen_kl, rejected_kl=rejected_kl, policy_chosen_logps=policy_chosen_logps)
+    logits = preference_logits(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    if version == 1:
+        delta = rejected_kl - chosen_kl
+    elif version == 2:
+        delta = alpha * (rejected_kl - chosen_kl.detach())
+    else:
+        raise ValueError(f"version must be 1 or 2, got {version}")
+    return -F.logsigmoid(beta * (logits - delta))
 
 
 def ipo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,

@@ -1,18 +1,18 @@
 """method: dpo. Preference optimisation on {prompt, chosen, rejected} pairs with the losses of
-algorithms/preference.py (DPO/cDPO, IPO, SimPO, ORPO). The reference model's log-probs of
-every pair are computed once, before the first update, and kept in the checkpoints: no
-reference model stays in memory, and a resume uses the same numbers."""
+algorithms/preference.py (DPO/cDPO/ODPO, IPO, SimPO, ORPO, TDPO, hinge, BCO), chosen in
+pair_losses.py. The reference model's log-probs of every pair are computed once, before the
+first update, and kept in the checkpoints: no reference model stays in memory, and a resume
+uses the same numbers. Online DPO and TDPO (whose per-token KL needs the reference's whole
+distributions) keep a frozen copy of the starting weights instead."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
-from aha.algorithms import dpo_loss, ipo_loss, orpo_loss, simpo_loss
-from aha.config import Config, PreferenceConfig
+from aha.config import Config
 from aha.models.adapters import trainable_parameters
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
@@ -22,6 +22,15 @@ from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
 from aha.training.supervised.online_pairs import sampled_pairs
+from aha.training.supervised.pair_losses import (
+    PREFERENCE_LOSSES,
+    PairLogps,
+    RunningMean,
+    check_score_gaps,
+    implicit_rewards,
+    pair_losses,
+    pair_offsets,
+)
 from aha.training.supervised.sequences import (
     CachedReference,
     Pairs,
@@ -31,61 +40,7 @@ from aha.training.supervised.sequences import (
     sequences_id,
     token_logprobs,
 )
-
-
-@dataclass
-class PairLogps:
-    """Per pair (N,): summed completion log-probs, token counts, and the reference's sums."""
-
-    chosen: torch.Tensor
-    rejected: torch.Tensor
-    chosen_tokens: torch.Tensor
-    rejected_tokens: torch.Tensor
-    ref_chosen: torch.Tensor | None = None
-    ref_rejected: torch.Tensor | None = None
-
-    def averages(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.chosen / self.chosen_tokens, self.rejected / self.rejected_tokens
-
-
-def _ipo(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
-    # per-token averages, as TRL computes IPO (its length-normalised form of Azar et al.'s loss)
-    chosen, rejected = p.averages()
-    ref_chosen, ref_rejected = p.ref_chosen / p.chosen_tokens, p.ref_rejected / p.rejected_tokens
-    return ipo_loss(chosen, rejected, ref_chosen, ref_rejected, c.beta)
-
-
-def _orpo(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
-    # a probability that rounds to 1 would make the odds infinite: keep the average below 0
-    chosen, rejected = (x.clamp(max=-1e-6) for x in p.averages())
-    return orpo_loss(chosen, rejected, -p.chosen / p.chosen_tokens, c.beta)
-
-
-# dpo.loss -> (needs reference log-probs, per-pair loss). A new loss is one entry here plus its
-# name in the config's Literal (a test checks they agree).
-PREFERENCE_LOSSES = {
-    "dpo": (True, lambda p, c: dpo_loss(p.chosen, p.rejected, p.ref_chosen, p.ref_rejected, c.beta, c.label_smoothing)),
-    "ipo": (True, _ipo),
-    "simpo": (False, lambda p, c: simpo_loss(*p.averages(), c.beta, c.simpo_gamma, c.label_smoothing)),
-    "orpo": (False, _orpo),
-}
-
-
-def pair_losses(p: PairLogps, c: PreferenceConfig) -> torch.Tensor:
-    """The configured loss per pair, plus RPO's NLL term on the chosen completion."""
-    losses = PREFERENCE_LOSSES[c.loss][1](p, c)
-    if c.nll_coef:
-        losses = losses + c.nll_coef * (-p.chosen / p.chosen_tokens)
-    return losses
-
-
-def implicit_rewards(p: PairLogps, c: PreferenceConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """What each loss takes as the reward of a completion: beta * log(pi / ref) with a
-    reference, beta * average log pi without (SimPO, ORPO)."""
-    if PREFERENCE_LOSSES[c.loss][0]:
-        return c.beta * (p.chosen - p.ref_chosen), c.beta * (p.rejected - p.ref_rejected)
-    chosen, rejected = p.averages()
-    return c.beta * chosen, c.beta * rejected
+from aha.training.supervised.token_kl import logps_and_token_kl
 
 
 def pair_accuracy(chosen_rewards: torch.Tensor, rejected_rewards: torch.Tensor, chosen_logps: torch.Tensor,
@@ -110,22 +65,28 @@ class PreferenceMethod(CachedReference, CursorMethod):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         read = lambda path: read_pairs(resolve_path(path, config.base_dir), with_margin=False) if path else []
-        return {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data)}
+        rows = {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data)}
+        if config.dpo.offset != "none":  # online pairs carry the run's reward of both samples
+            check_score_gaps(rows["train"], "dpo.offset")
+        return rows
 
     def __init__(self, setup: Setup, rows: dict):
         self.setup = setup
         config = setup.config
         self.cfg, self.pad_id = config.dpo, setup.engine.pad_id
-        self.needs_reference = PREFERENCE_LOSSES[self.cfg.loss][0]
+        self.kind = PREFERENCE_LOSSES[self.cfg.loss]
+        self.needs_reference = self.kind.reference
         self.pairs = {split: encode_pairs(setup, found, self.cfg.max_length, "dpo.max_length") for split,
                       found in rows.items()}
         self.reference: dict[str, torch.Tensor] | None = None  # split_chosen / split_rejected -> (N,)
         self.ref_model = None  # offline: the reference log-probs are computed before the first update instead
+        if (self.cfg.online or self.kind.token_kl) and self.needs_reference:  # the starting weights, frozen
+            self.ref_model = copy.deepcopy(setup.model).requires_grad_(False).eval()
         if self.cfg.online:  # pairs sampled from the policy, scored against the starting weights
             self.sampler = PromptSampler(setup.task.train, config.seed)
-            self.ref_model = copy.deepcopy(setup.model).requires_grad_(False) if self.needs_reference else None
         else:
             self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
+        self.bco_shift = RunningMean()  # bco_pair's reward shift delta
         train = config.train
         self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
         self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
@@ -136,6 +97,16 @@ class PreferenceMethod(CachedReference, CursorMethod):
         logprobs, mask = token_logprobs(model, seqs, self.pad_id, self.setup.dtype)
         sums, tokens, k = (logprobs * mask).sum(dim=1), mask.sum(dim=1), len(index)
         return PairLogps(sums[:k], sums[k:], tokens[:k], tokens[k:])
+
+    def _train_logps(self, pairs: Pairs, index: list[int]) -> PairLogps:
+        """The policy's log-probs of pairs[index], with gradient; for TDPO also the live
+        reference's sums and each completion's sequential KL."""
+        if not self.kind.token_kl:
+            return self._logps(self.setup.model, pairs, index)
+        seqs = [pairs.chosen[i] for i in index] + [pairs.rejected[i] for i in index]
+        logps, ref, kl = logps_and_token_kl(self.setup.model, self.ref_model, seqs, self.pad_id, self.setup.dtype)
+        tokens, k = torch.tensor([float(len(s.completion)) for s in seqs]), len(index)
+        return PairLogps(logps[:k], logps[k:], tokens[:k], tokens[k:], ref[:k], ref[k:], kl[:k], kl[k:])
 
     @torch.no_grad()
     def _sequence_logps(self, model, pairs: Pairs, label: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -153,12 +124,14 @@ class PreferenceMethod(CachedReference, CursorMethod):
         if self.reference is None:
             self.reference = {}
             for split, pairs in self.pairs.items():
+                if split == "train" and self.kind.token_kl:  # TDPO reads its reference live while training
+                    continue
                 self.reference[f"{split}_chosen"], self.reference[f"{split}_rejected"] = self._sequence_logps(
                     self.ref_model or self.setup.model, pairs, f"reference, {split} pairs")
         return self.reference
 
     def _with_reference(self, p: PairLogps, split: str, index: list[int]) -> PairLogps:
-        if self.needs_reference:
+        if self.needs_reference and p.ref_chosen is None:  # TDPO's training pairs come with theirs
             ref = self._reference_logps()
             p.ref_chosen, p.ref_rejected = ref[f"{split}_chosen"][index], ref[f"{split}_rejected"][index]
         return p
@@ -167,7 +140,7 @@ class PreferenceMethod(CachedReference, CursorMethod):
         """This step's pairs, which of them to train on, their reference log-probs by
         pair index (empty without a reference) and statistics of how they were found."""
         if not self.cfg.online:
-            if self.needs_reference:
+            if self.needs_reference and self.ref_model is None:
                 self._reference_logps()  # before the first update changes the weights
             picked = self.sampler.next(self.cfg.batch_size)
             return self.pairs["train"], picked, {}, {"pref/epoch": self.sampler.epoch}
@@ -175,10 +148,37 @@ class PreferenceMethod(CachedReference, CursorMethod):
         rows, chosen, rejected, stats = sampled_pairs(s.engine, s.task, self.sampler, s.reward, self.cfg.batch_size,
                                                       self.cfg.online_samples)
         pairs, picked, reference = Pairs(rows, chosen, rejected), list(range(len(rows))), {}
-        if self.needs_reference and rows:
+        if self.needs_reference and rows and not self.kind.token_kl:
             ref_chosen, ref_rejected = self._sequence_logps(self.ref_model, pairs, "reference")
             reference = {i: (ref_chosen[i], ref_rejected[i]) for i in picked}
         return pairs, picked, reference, {**stats, "pref/epoch": self.sampler.epoch}
+
+    def _group_logps(self, train: Pairs, group: list[int], reference: dict) -> PairLogps:
+        """A micro-batch's pairs with all their loss reads: the reference's log-probs (cached,
+        sampled this step, or TDPO's live ones), ODPO's offsets, BCO's reward shift."""
+        p = self._train_logps(train, group)
+        if not self.cfg.online:
+            p = self._with_reference(p, "train", group)
+        elif self.needs_reference and p.ref_chosen is None:
+            p.ref_chosen = torch.stack([reference[i][0] for i in group])
+            p.ref_rejected = torch.stack([reference[i][1] for i in group])
+        p.offset = pair_offsets(train.rows, group, self.cfg)
+        if self.cfg.loss == "bco_pair":  # the running mean includes this micro-batch, as TRL's
+            p.delta = self.bco_shift.update(float(torch.cat(implicit_rewards(p, self.cfg)).detach().mean()))
+        return p
+
+    def _loss_metrics(self, seen: list[PairLogps]) -> dict:
+        """What a loss reads beyond the log-probs: TDPO's sequential KL per completion, ODPO's
+        mean offset, BCO's reward shift."""
+        out = {}
+        if self.kind.token_kl:
+            out["tdpo/kl_chosen"] = float(torch.cat([p.kl_chosen.detach() for p in seen]).mean())
+            out["tdpo/kl_rejected"] = float(torch.cat([p.kl_rejected.detach() for p in seen]).mean())
+        if self.cfg.offset != "none":
+            out["odpo/offset"] = float(torch.cat([p.offset for p in seen]).mean())
+        if self.cfg.loss == "bco_pair":
+            out["bco/delta"] = self.bco_shift.mean
+        return out
 
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         with phases("prepare"):  # the step's pairs: sampled and scored when online, and reference log-probs
@@ -187,16 +187,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
             return {"step": step, **found, "train/nothing_to_train": 1.0}, []
         seen = []
 
-        def with_reference(p: PairLogps, group: list[int]) -> PairLogps:
-            if not self.cfg.online:
-                return self._with_reference(p, "train", group)
-            if self.needs_reference:
-                p.ref_chosen = torch.stack([reference[i][0] for i in group])
-                p.ref_rejected = torch.stack([reference[i][1] for i in group])
-            return p
-
         def loss_of(group):
-            p = with_reference(self._logps(self.setup.model, train, group), group)
+            p = self._group_logps(train, group, reference)
             seen.append((group, p))
             return pair_losses(p, self.cfg).sum() / len(picked)
 
@@ -214,7 +206,7 @@ class PreferenceMethod(CachedReference, CursorMethod):
                   "pref/margin": float((chosen_r - rejected_r).mean()), "pref/reward_chosen": float(chosen_r.mean()),
                   "pref/reward_rejected": float(rejected_r.mean()), "logps/chosen": float(chosen_lp.mean()),
                   "logps/rejected": float(rejected_lp.mean()), "pref/truncated": truncated, **found,
-                  "train/nothing_to_train": 0.0}
+                  "train/nothing_to_train": 0.0, **self._loss_metrics([p for _, p in seen])}
         examples = [{"prompt": prompt_text(train.rows[i]["prompt"]), "chosen": train.rows[i]["chosen"],
                      "rejected": train.rows[i]["rejected"], "margin": float(c - r)}
                     for i, c, r in zip(order, chosen_r, rejected_r)]
@@ -236,6 +228,14 @@ class PreferenceMethod(CachedReference, CursorMethod):
                                  index)
         chosen_r, rejected_r = implicit_rewards(p, self.cfg)
         return pair_accuracy(chosen_r, rejected_r, p.chosen, p.rejected, pairs.rows)
+
+    def state(self) -> dict:
+        return {**super().state(), "bco_shift": self.bco_shift.state()}
+
+    def restore(self, state: dict, extra: dict, metrics: list[dict]) -> None:
+        super().restore(state, extra, metrics)
+        if "bco_shift" in state:
+            self.bco_shift.load_state(state["bco_shift"])
 
     def data_id(self) -> str:
         return sequences_id({f"{split}_{side}": getattr(pairs, side) for split, pairs in self.pairs.items()

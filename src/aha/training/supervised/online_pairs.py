@@ -15,7 +15,8 @@ def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: Co
                   samples_per_prompt: int) -> tuple[list[dict], list[Sequence], list[Sequence], dict]:
     """(rows, chosen, rejected, stats). The sequences are the engine's own token ids (nothing
     is re-tokenised); a prompt whose samples all score the same (or whose reward failed on
-    all of them) gives no pair. A sample whose reward failed counts as the lowest score."""
+    all of them) gives no pair. A sample whose reward failed counts as the lowest score (-inf
+    in the row's rejected_score). Each row keeps both scores: ODPO's offset reads their gap."""
     G = samples_per_prompt
     samples = sampler.next(n_prompts)
     prompts = encode_prompts(engine.tokenizer, task, samples)
@@ -35,6 +36,7 @@ def sampled_pairs(engine: Engine, task: Task, sampler: PromptSampler, reward: Co
             continue
         b, w = i * G + best, i * G + worst
         rows.append({"prompt": samples[i]["prompt"], "chosen": ro.texts[b], "rejected": ro.texts[w],
+                     "chosen_score": float(scores[b]), "rejected_score": float(scores[w]),
                      "where": f"task {task.name}, sample {samples[i]['id']}"})
         chosen.append(sequence(b))
         rejected.append(sequence(w))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from aha.config import RayConfig, RewardSpec
+from aha.config.sections import component_name
 from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, describe, score_parts, shown, takes_tokens
 from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
 from aha.rewards.pool import WorkerPool
@@ -233,13 +234,13 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
             from aha.rewards.learned import learned_reward  # torch only where a reward model is named
 
             fn, is_batched = learned_reward(spec.model, spec.args, key, base_dir, dtype), True
-            name = spec.name or "reward_model"
+            name = component_name(spec)
         else:
             fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
             is_batched = getattr(fn, "aha_batched", False)
             if spec.args:
                 fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
-            name = spec.name or spec.fn.rpartition(":")[2]
+            name = component_name(spec)
         if any(name == other.name for other in components):
             raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")
         if is_batched and spec.workers:

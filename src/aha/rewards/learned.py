@@ -15,8 +15,9 @@ aha.config and the reward worker processes stay torch-free."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from aha.rewards.functions import RewardError, batched
 from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
@@ -46,6 +47,17 @@ def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward
         raise RewardError(f"{key}: {folder} holds no {DESCRIPTION}: not a reward model (train one with method: rm, "
                           f"or method: prm for a process reward model, which holds a {PRM_DESCRIPTION})")
     return folder
+
+
+@dataclass
+class LearnedModel:
+    """What a reward model's reward holds, for an RL run that keeps training it
+    (`reward: [{model: ..., online: ...}]`, training/rl/online_rm.py): the module scoring, how a
+    completion becomes the tokens it reads, and the compute dtype it scores in."""
+
+    model: Any  # models.reward_model.RewardModel, frozen until the run unfreezes it
+    encode: Callable[[list[str], list[dict]], list[list[int] | None]]
+    dtype: Any
 
 
 def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str | Path = ".",
@@ -87,13 +99,14 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     task = PromptStyle(about.get("system_prompt"), about.get("few_shot") or [])
     stop, max_length = stop_token(tokenizer, loaded.model), about["max_length"]
 
-    def score(completions: list[str], samples: list[dict]) -> list[float | None]:
+    def encode(completions: list[str], samples: list[dict]) -> list[list[int] | None]:
+        """Prompt + completion + stop, cut at max_length; None where the prompt alone fills it."""
         prompts = encode_prompts(tokenizer, task, samples)
-        sequences = {}
-        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
-            if len(prompt) < max_length:
-                ids = plain(completion)["input_ids"] + [stop]
-                sequences[i] = (prompt + ids)[:max_length]
+        return [(prompt + plain(completion)["input_ids"] + [stop])[:max_length] if len(prompt) < max_length else None
+                for prompt, completion in zip(prompts, completions)]
+
+    def score(completions: list[str], samples: list[dict]) -> list[float | None]:
+        sequences = {i: ids for i, ids in enumerate(encode(completions, samples)) if ids is not None}
         scores: list[float | None] = [None] * len(completions)
         order = sorted(sequences, key=lambda i: len(sequences[i]))  # batches of like lengths pad little
         with torch.no_grad():
@@ -105,4 +118,5 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
         return scores
 
     score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)
+    score.aha_learned = LearnedModel(model, encode, dtype)  # for an RL run that trains it on (online:)
     return batched(score)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aha.config import MonitorConfig
-from aha.rewards import CompositeReward
+from aha.rewards import CompositeReward, RewardResult
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,16 @@ class HackingMonitor:
     history: list[dict] = field(default_factory=list)  # the steps' records, in order
     streaks: dict[str, int] = field(default_factory=dict)
     flags: dict[str, Flag] = field(default_factory=dict)
+    # the gold reward's scores of the last step measured, per sample: a reward model that
+    # learns during RL (training/rl/online_rm.py) may take its labels from a gold verifier
+    gold_result: RewardResult | None = None
 
     def measure(self, texts: list[str], samples: list[dict]) -> dict:
         """The monitor's own measurements of one step's completions."""
         repeated = sum(repeated_ngram_fraction(t, self.config.repetition_ngram) for t in texts)
         stats = {REPETITION: repeated / max(len(texts), 1)}
         if self.gold is not None:
-            result = self.gold.score(texts, samples)
+            result = self.gold_result = self.gold.score(texts, samples)
             stats[GOLD] = float(result.total.mean())
             stats.update({f"monitor/gold/{k}": float(v.mean()) for k, v in result.components.items()})
         return stats

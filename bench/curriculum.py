@@ -11,7 +11,15 @@ filter sets a prompt aside after an all-wrong (or all-right) group.
         --max-rounds 4 --retest-after 4
 
 Held-out: the demo's own 200 held-out problems (none in training). Prints, per run, the groups
-sampled so far and the held-out accuracy at each evaluation (docs/tasks.md has the results).
+sampled so far and the held-out accuracy at each evaluation (docs/tasks.md has the results),
+and for each setting the rollouts it needed to reach the uniform run's final held-out accuracy
+(same seed). Difficulty targeting against the uniform sampler, three seeds each, on the two
+pools where the one-look filter lost (4 settings x 3 seeds: 12 runs a pool):
+
+    .venv/bin/python bench/curriculum.py --learnable 8 --hard 24 --steps 12 --every 2 --seeds 0 1 2 \
+        --settings uniform filter second_look target --out runs/curriculum-8-24
+    .venv/bin/python bench/curriculum.py --learnable 16 --hard 48 --steps 10 --every 2 --max-rounds 4 \
+        --retest-after 4 --seeds 0 1 2 --settings uniform filter second_look target --out runs/curriculum-16-48
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from aha.config import TaskConfig  # noqa: E402
 from aha.tasks.arithmetic import arithmetic_splits  # noqa: E402
 
 TEMPLATE = "What is {a} {op} {b}?"
+GROUP_SIZE = 8  # configs/quickstart.yaml's rollout.group_size: rollouts = groups sampled x 8
 
 
 def write_pool(folder: Path, learnable: int, hard: int) -> tuple[Path, Path]:
@@ -74,6 +83,44 @@ def run(name: str, out: Path, train_file: Path, eval_file: Path, seed: int, step
     return points, trained
 
 
+def rollouts_to_reach(points: list[tuple[int, int, float]], accuracy: float, group_size: int) -> int | None:
+    """Rollouts sampled up to the first evaluation at or above `accuracy` (None: never)."""
+    for _, sampled, reached in points:
+        if reached >= accuracy:
+            return sampled * group_size
+    return None
+
+
+def settings_of(args) -> dict[str, list[str]]:
+    """Each run's overrides: the uniform sampler, the one-look filter, the filter after a second
+    look, and the target curriculum (prompts drawn toward a pass rate of --target-p)."""
+    rounds = [f"algorithm.max_rounds={args.max_rounds}"]
+    filter_ = ["curriculum.filter=true", f"curriculum.retest_after={args.retest_after}"]
+    every = {"uniform": rounds, "filter": rounds + filter_,
+             "second_look": rounds + filter_ + ["curriculum.filter_after=2"],
+             "target": rounds + ["curriculum.weighting=target", f"curriculum.target_p={args.target_p}",
+                                 f"curriculum.prior={args.prior}"]}
+    return {name: every[name] for name in args.settings}
+
+
+def summary(results: dict, seeds: list[int], group_size: int) -> None:
+    """Per setting and seed: rollouts to reach the uniform run's final accuracy, and the mean
+    over seeds (over those that reached it, with the count)."""
+    print("\n| run | seed | rollouts to reach uniform's final accuracy | final accuracy | groups trained |")
+    print("|---|---|---|---|---|")
+    for name, runs in results.items():
+        reached = []
+        for seed in seeds:
+            points, trained = runs[seed]
+            goal = results["uniform"][seed][0][-1][2]
+            needed = rollouts_to_reach(points, goal, group_size)
+            reached += [needed] if needed is not None else []
+            cell = f"{needed} (of {points[-1][1] * group_size})" if needed is not None else "not reached"
+            print(f"| {name} | {seed} | {cell} | {100 * points[-1][2]:.1f}% | {trained} |")
+        mean = f"{sum(reached) / len(reached):.0f}" if reached else "-"
+        print(f"| {name} | mean | {mean} ({len(reached)} of {len(seeds)} seeds reached) | | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -83,12 +130,16 @@ def main() -> None:
     parser.add_argument("--hard", type=int, default=112, help="3-digit products in the pool")
     parser.add_argument("--max-rounds", type=int, default=2, help="dynamic sampling's rounds a step (the demo's 2)")
     parser.add_argument("--retest-after", type=int, default=2, help="curriculum.retest_after of the filter run")
+    parser.add_argument("--settings", nargs="+", default=["uniform", "filter"],
+                        choices=["uniform", "filter", "second_look", "target"], help="runs per seed (uniform first)")
+    parser.add_argument("--target-p", type=float, default=0.5, help="curriculum.target_p of the target run")
+    parser.add_argument("--prior", default="flat", choices=["flat", "pool"], help="curriculum.prior of the target run")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/curriculum")
     args = parser.parse_args()
+    if args.settings[0] != "uniform":
+        parser.error("--settings must start with uniform: the others are measured against it")
     train_file, eval_file = write_pool(args.out / "data", args.learnable, args.hard)
-    rounds = [f"algorithm.max_rounds={args.max_rounds}"]
-    settings = {"uniform": rounds, "filter": rounds + ["curriculum.filter=true",
-                                                       f"curriculum.retest_after={args.retest_after}"]}
+    settings = settings_of(args)
     results: dict[str, dict[int, list]] = {name: {} for name in settings}
     for seed in args.seeds:
         for name, extra in settings.items():
@@ -102,6 +153,7 @@ def main() -> None:
             points, trained = results[name][seed]
             cells = [f"{g} / {100 * a:.1f}%" for _, g, a in points]
             print(f"| {name} | {seed} | " + " | ".join(cells) + f" | {trained} |")
+    summary(results, args.seeds, GROUP_SIZE)
     (args.out / "results.json").write_text(json.dumps(results, indent=1))
 
 

@@ -10,17 +10,21 @@ from aha.training.loop import train
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 RECIPES = ["quickstart", "grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "gspo", "ppo_gae", "lora", "ray_async",
-           "procedural", "try_again"]
+           "procedural", "try_again", "curriculum", "sapo", "laser_d", "adlp_per_prompt"]
 ALWAYS = ["loss/total", "loss/policy", "kl/old", "entropy", "policy/clip_frac", "advantage/mean",
           "groups/zero_variance_frac", "reward/mean", "length/mean", "grad_norm", "optimizer_steps"]
 
 
 # recipes of the other methods, on the committed synthetic data (sft_then_grpo starts from sft's checkpoint)
-METHOD_RECIPES = ["sft_arithmetic", "dpo_arithmetic", "rm_arithmetic", "prm_arithmetic"]
+METHOD_RECIPES = ["sft_arithmetic", "dpo_arithmetic", "rm_arithmetic", "prm_arithmetic", "rft_arithmetic",
+                  "dpo_tdpo"]
 
 
 def test_every_recipe_is_tested():
-    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo"]
+    # distill: tests/test_distill_runs.py::test_the_distill_recipe_runs_with_a_tiny_teacher (its teacher is a run's)
+    # rm_online: tests/test_online_rm.py::test_the_rm_online_recipe_runs_with_a_tiny_reward_model (its reward model is
+    # a run's)
+    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online"]
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
@@ -95,3 +99,7 @@ def test_recipe_runs_on_the_tiny_model(tmp_path, name):
             assert "kl/ref" in r and "loss/kl" in r
         if algo.advantage == "gae":
             assert "loss/value" in r and "value/mean" in r
+        if algo.length_shaping == "laser_d":
+            assert "laser/target_mean" in r and "laser/bonus_frac" in r
+        if algo.length_adaptive_per == "prompt":
+            assert "length/penalty_coef" in r and r["length/prompts_tracked"] >= 2

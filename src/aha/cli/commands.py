@@ -11,13 +11,16 @@ def with_config(args) -> None:
     """train, audit and eval: the config (with --task as an override of its task section) first."""
     from aha.config import load_config
 
-    config = load_config(args.config, args.overrides + task_override(getattr(args, "task", None)))
+    search = [f"eval.search={args.search}"] if getattr(args, "search", None) else []  # aha eval --search X
+    config = load_config(args.config, args.overrides + task_override(getattr(args, "task", None)) + search)
     if args.command == "train":
         from aha.training.loop import train
 
         train(config)
     elif args.command == "audit":
         audit(config, args)
+    elif config.eval.search != "none":
+        eval_search(config, args)
     elif args.samples:
         eval_samples(config, args)
     else:
@@ -85,13 +88,27 @@ def task_override(task: str | None) -> list[str]:
 
 
 def data(args) -> int:
-    """`aha data`: only the config's task section matters; the files and a summary of them."""
+    """`aha data`: only the config's task section matters; the files and a summary of them. With
+    --from-model, the model's answers to the task's training prompts (eval/distill_data.py)."""
     from aha.config import load_config
     from aha.tasks.synthetic import describe, write_synthetic
 
     if args.config and "=" in args.config and not os.path.exists(args.config):
         args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
     config = load_config(args.config, args.overrides)
+    if args.from_model:
+        from aha.eval.distill_data import write_teacher_data
+
+        if args.per_prompt < 1:
+            print("aha: error: --per-prompt must be at least 1", file=sys.stderr)
+            return 2
+        written = write_teacher_data(config, args.from_model, args.out, args.per_prompt, args.verified_only, args.limit,
+                                     args.seed)
+        print(written.describe())
+        return 0
+    if args.per_prompt != 1 or args.verified_only or args.limit is not None:
+        print("aha: error: --per-prompt, --verified-only and --limit are for --from-model", file=sys.stderr)
+        return 2
     files = write_synthetic(config.task, args.out, args.seed, args.max_per_file)
     print(describe(files))
     print(f"wrote {len(files)} files to {args.out}")
@@ -120,6 +137,7 @@ def eval_samples(config, args) -> None:
     from pathlib import Path
 
     from aha.eval.study import run_study
+    from aha.eval.temperatures import temperature_table
 
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")
@@ -130,13 +148,16 @@ def eval_samples(config, args) -> None:
     if args.json:
         print(json.dumps(report, indent=1))
         return
+    pooled = bool(report.get("temperatures"))  # eval.temperatures: a table a model, temperatures beside their pool
+    for label in dict.fromkeys(s["model"] for s in report["models"].values()) if pooled else ():
+        print("\n".join(temperature_table(report, label)))
     for label, summary in report["models"].items():
-        curve = summary["curves"]["pass@k"]
+        curve, maj = summary["curves"]["pass@k"], summary["curves"].get("maj@k")
         points = ", ".join(f"pass@{k} {m:.1%}" for k, m in zip(curve["k"], curve["mean"]) if k in (1, curve["k"][-1]))
-        maj = summary["curves"].get("maj@k")
         voting = f"maj@{curve['k'][-1]} {maj['mean'][-1]:.1%}" if maj else f"maj@{curve['k'][-1]} not computable"
-        print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
-              f"{voting}, mean length {summary['length']['mean']:.1f}")
+        if not pooled:  # with eval.temperatures, the tables above
+            print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
+                  f"{voting}, mean length {summary['length']['mean']:.1f}")
         for metric, why in summary.get("not_computable", {}).items():
             print(f"  {metric} not computable: {why}")
     comparison = report["comparison"]
@@ -149,6 +170,31 @@ def eval_samples(config, args) -> None:
         between = "; ".join(f"{c['between_k'][0]} and {c['between_k'][1]}" for c in crossings)
         print(f"pass@k curves cross between k = {between}" if crossings else "pass@k curves do not cross")
     print(f"report: {Path(args.out) / 'report.html'} (numbers: report.json)")
+
+
+def eval_search(config, args) -> None:
+    """Step-level search (eval.search) beside best-of-N at equal tokens (eval/search_run.py)."""
+    import json
+    from pathlib import Path
+
+    from aha.config import ConfigError
+    from aha.eval.search_run import format_search, run_search
+    from aha.eval.study import load_for_eval
+    from aha.models import load
+    from aha.models.checkpoints import load_weights
+
+    if args.samples or config.env.name is not None:
+        raise ConfigError(f"eval.search={config.eval.search} searches single answers: it takes no --samples and no "
+                          "env.name")
+    model = (args.models or [None])[0]
+    loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
+    if args.checkpoint:
+        load_weights(loaded.model, Path(args.checkpoint))
+    report = run_search(config, loaded)
+    if args.output:
+        Path(args.output).write_text("".join(json.dumps(r) + "\n" for r in report["records"]))
+    print(json.dumps({k: v for k, v in report.items() if k != "records"}, indent=1) if args.json
+          else "\n".join(format_search(report)))
 
 
 def eval_greedy(config, checkpoint: str | None, model: str | None, output: str | None) -> None:
@@ -166,6 +212,8 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
     from aha.rollout import build_engine
     from aha.tasks import build_task
 
+    if config.eval.temperatures:
+        print("note: eval.temperatures applies to `aha eval --samples N`; greedy evaluation samples at no temperature")
     task = build_task(config.task, config.base_dir)
     scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
     env_reward = env = None

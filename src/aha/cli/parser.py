@@ -29,11 +29,13 @@ def _train_and_measure(sub) -> None:
     ev.add_argument("--output", help="write per-sample results to this JSONL file")
     ev.add_argument("--samples", type=int, help="draw N samples per problem (cached) and report pass@k, maj@k, "
                                                 "best-of-k")
+    ev.add_argument("--search", metavar="greedy_step|beam", help="step-level search judged by eval.search_scorer (a "
+                    "PRM or a verifier), beside best-of-N at an equal number of generated tokens (sets eval.search)")
     ev.add_argument("--model", action="append", dest="models", metavar="MODEL",
                     help="a model name or folder, or a checkpoints/step-N folder, evaluated instead of the config's "
                     "model; with --samples, repeat to compare")
     ev.add_argument("--out", default="runs/eval", help="with --samples: folder for the sample caches and report.json")
-    ev.add_argument("--json", action="store_true", help="with --samples: print report.json")
+    ev.add_argument("--json", action="store_true", help="with --samples: print report.json; with --search: its numbers")
     au = sub.add_parser("audit", help="check a reward against labelled completions")
     au.add_argument("what", choices=["reward"], help="what to audit")
     au.add_argument("config", help="YAML config whose `reward` list is audited")
@@ -73,9 +75,17 @@ def _tools(sub) -> None:
     se.add_argument("run", help="an RL run folder (its groups.jsonl and config.yaml), of at least 2 epochs")
     se.add_argument("--out", required=True, help="JSONL of the selected training samples (use it as task.data)")
     se.add_argument("--threshold", type=float, default=0.2, help="the least learning impact kept (LIMR's 0.2)")
-    da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic task")
+    da = sub.add_parser("data", help="write synthetic SFT, preference and process-reward data from the arithmetic "
+                                     "task, or (--from-model) a model's answers to the task's prompts as SFT data")
     da.add_argument("config", nargs="?", help="YAML config whose `task` section is used (default: built-in arithmetic)")
     da.add_argument("overrides", nargs="*", help="dotted overrides, e.g. task.a_max=60")
     da.add_argument("--out", required=True, help="folder for the JSONL files")
     da.add_argument("--seed", type=int, default=0, help="seed of the synthetic completions (the split is task.seed's)")
     da.add_argument("--max-per-file", type=int, help="lines per file (default: 400 per train file, 200 per eval file)")
+    da.add_argument("--from-model", metavar="MODEL", help="off-policy distillation: sample MODEL (a folder, a "
+                    "checkpoints/step-N, smollm2-135m) on the task's training prompts and write its completions as SFT "
+                    "data, OUT/teacher_sft.jsonl (for sft.data), instead of the synthetic files")
+    da.add_argument("--per-prompt", type=int, default=1, help="with --from-model: completions sampled per prompt")
+    da.add_argument("--verified-only", action="store_true", help="with --from-model: keep only completions with the "
+                    "full score of eval.scorer (by default the config's reward >= eval.correct_threshold)")
+    da.add_argument("--limit", type=int, help="with --from-model: sample only the first N training prompts")

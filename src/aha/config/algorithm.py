@@ -30,10 +30,17 @@ class AlgorithmConfig(Strict):
     ktae_alpha: float = Field(0.5, ge=0, le=1, description="ktae: a token's weight is 1 +- alpha times its direction "
                                                            "score")
     # policy loss
-    policy_loss: Literal["ppo", "gspo", "cispo", "pg"] = Field("ppo", description="ppo clipped surrogate, gspo "
-            "sequence ratio, cispo clipped-weight REINFORCE, pg plain on-policy")
-    clip_low: float = Field(0.2, ge=0, description="the ratio is clipped below at 1 - clip_low")
-    clip_high: float = Field(0.28, ge=0, description="> clip_low is DAPO's clip-higher")
+    policy_loss: Literal["ppo", "gspo", "cispo", "pg", "sapo", "gmpo"] = Field("ppo", description="ppo clipped "
+            "surrogate, gspo sequence ratio, cispo clipped-weight REINFORCE, pg plain on-policy, sapo smooth gate "
+            "instead of a clip, gmpo geometric mean of a sequence's token ratios")
+    clip_low: float = Field(0.2, ge=0, description="the ratio is clipped below at 1 - clip_low (gmpo: log r below at "
+                                                   "-clip_low)")
+    clip_high: float = Field(0.28, ge=0, description="> clip_low is DAPO's clip-higher (gmpo: log r above at "
+                                                     "clip_high)")
+    sapo_tau_pos: float = Field(1.0, gt=0, description="sapo: temperature of the gate for positive advantages (larger "
+                                                       "= narrower trust region)")
+    sapo_tau_neg: float = Field(1.05, gt=0, description="sapo: temperature of the gate for negative advantages (the "
+                                                        "paper: above sapo_tau_pos)")
     dual_clip: float | None = Field(None, gt=1, description="cap the loss of negative-advantage tokens at dual_clip * "
                                                             "|A| (ppo)")
     loss_agg: Literal["token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant"] = Field(
@@ -50,6 +57,11 @@ class AlgorithmConfig(Strict):
     tis_cap: float | None = Field(None, gt=0, description="truncated importance sampling: weight tokens by "
                                                           "min(pi_trainer / pi_engine, cap); needs "
                                                           "old_logprobs=trainer")
+    is_level: Literal["token", "sequence"] = Field("token", description="tis_cap's ratio pi_trainer / pi_engine: per "
+            "token, or one per sequence (the product of its tokens')")
+    is_mode: Literal["truncate", "mask"] = Field("truncate", description="truncate: weight = the ratio clamped into "
+            "[is_low, tis_cap] (TIS); mask: the ratio inside that band, 0 outside (sequence: MIS; token: IcePop)")
+    is_low: float = Field(0.0, ge=0, description="lower end of the importance-weight band (IcePop: e.g. 0.5); 0 = none")
     # KL and entropy
     kl_coef: float = Field(0.0, ge=0, description="KL to the reference model; 0 loads no reference model")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Schulman's estimators of KL(policy || "
@@ -63,6 +75,15 @@ class AlgorithmConfig(Strict):
                                                                "this")
     ref_reset_optimizer: bool = Field(True, description="reset the optimizer state at each reference reset (ProRL)")
     entropy_coef: float = Field(0.0, description="entropy bonus: loss -= entropy_coef * entropy")
+    # distillation from a teacher (on-policy)
+    teacher: str | None = Field(None, description="on-policy distillation: a model folder (a run's checkpoints/step-N) "
+            "or a built-in name (smollm2-135m, tiny) with the policy's tokenizer; every sampled token's advantage "
+            "gains -teacher_coef * (log pi_old - log pi_teacher), the reverse KL to the teacher. Relative paths are to "
+            "the working directory, like model")
+    teacher_coef: float = Field(1.0, ge=0, description="weight of the teacher's per-token reverse-KL term in the "
+                                                       "advantage")
+    task_reward: bool = Field(True, description="false: the task reward is still computed and logged but gives no "
+            "advantage, so only the teacher's term trains (needs teacher, and dynamic_sampling=false)")
     # critic (gae)
     critic_lr: float = Field(1e-5, description="gae: learning rate of the value model")
     value_clip: float | None = Field(0.2, gt=0, description="gae: PPO value clipping around the rollout-time values")
@@ -89,6 +110,15 @@ class AlgorithmConfig(Strict):
     length_coef_max: float = Field(1.0, ge=0, description="length_adaptive: the largest length_coef")
     length_correct_min: float = Field(1.0, description="a completion counts as correct (accuracy, length_penalize) "
                                                        "when its reward total >= this")
+    length_adaptive_per: Literal["batch", "prompt"] = Field("batch", description="length_adaptive: one coefficient "
+            "updated from the batch's accuracy (A-DLP), or one per prompt updated from its own group's accuracy")
+    length_shaping: Literal["none", "laser_d"] = Field("none", description="laser_d: reward += laser_bonus for a "
+            "correct completion no longer than its target, one target per difficulty bucket of its group's pass rate "
+            "(easy >= 2/3, medium >= 1/3, hard), adapted each step from the bucket's lengths (LASER-D)")
+    laser_bonus: float = Field(0.5, ge=0, description="laser_d: the bonus for a correct completion within its target "
+                                                      "(LASER's lambda)")
+    laser_expected_correct: int = Field(1, ge=1, description="laser_d: a bucket's target is the shortest length within "
+            "which its groups expect this many correct completions (the paper's expected correct responses)")
     reward_noise: float = Field(0.0, ge=0, description="ReDit: scale of zero-mean noise added to rewards; 0 = off")
     reward_noise_kind: Literal["gaussian", "uniform"] = Field("gaussian", description="ReDit: the noise's distribution "
             "(scale: reward_noise)")

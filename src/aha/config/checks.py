@@ -12,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aha.config.online_rm import online_problems
+from aha.config.sections import BUILT_IN_TASKS
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -41,9 +44,63 @@ def curriculum_chooses(c) -> bool:
     return bool(c.curriculum.filter) or c.curriculum.weighting != "uniform"
 
 
+# the built-in tasks with a difficulty (tasks/procedural.py): all but arithmetic, a range of operands
+PROCEDURAL = tuple(name for name in BUILT_IN_TASKS if name != "arithmetic")
+CURRICULUM_RULES = [
+    Rule(lambda c: c.curriculum.weighting == "target" and c.curriculum.target_p is None,
+         "curriculum.weighting=target needs curriculum.target_p, the pass rate to draw toward (e.g. 0.5)"),
+    Rule(lambda c: c.curriculum.target_p is not None and c.curriculum.weighting != "target",
+         "curriculum.target_p is read by curriculum.weighting=target only (weighting is {c.curriculum.weighting})"),
+    Rule(lambda c: c.curriculum.filter_after > 1 and not c.curriculum.filter,
+         "curriculum.filter_after counts the groups before curriculum.filter sets a prompt aside: set "
+         "curriculum.filter=true"),
+    rl_only("curriculum.difficulty_max", "raises the task's difficulty from RL groups' accuracy"),
+    Rule(lambda c: c.curriculum.difficulty_max is not None and (c.task.data is not None
+                                                               or c.task.name not in PROCEDURAL),
+         "curriculum.difficulty_max schedules task.difficulty, which only the procedural tasks have (task.name: "
+         f"{', '.join(PROCEDURAL)}); task.name is {{c.task.name}}"),
+    Rule(lambda c: c.curriculum.difficulty_max is not None and c.curriculum.difficulty_max <= c.task.difficulty,
+         "curriculum.difficulty_max ({c.curriculum.difficulty_max}) must be above task.difficulty "
+         "({c.task.difficulty}), the level the schedule starts at"),
+]
+
 INTERVENTIONS = ("rollout.temperatures", "rollout.force_continue")
 LENGTH_RULES = ("algorithm.overlong_buffer", "algorithm.length_coef", "algorithm.length_adaptive")
 DRIFTING = ("rollout.max_staleness", "rollout.partial_rollouts")  # train on tokens an older policy drew
+
+
+def laser_d(c) -> bool:
+    return c.algorithm.length_shaping == "laser_d"
+
+
+# the length rules that read a prompt's group (LASER-D's buckets, A-DLP's coefficient per prompt)
+LENGTH_SHAPING_RULES = [
+    Rule(lambda c: laser_d(c) and c.method != "rl",
+         "algorithm.length_shaping=laser_d shapes the rewards of RL groups: method=rl only"),
+    Rule(lambda c: laser_d(c) and c.rollout.group_size < 2,
+         "algorithm.length_shaping=laser_d reads a prompt's difficulty from its group's pass rate: "
+         "rollout.group_size must be >= 2"),
+    Rule(lambda c: laser_d(c) and c.algorithm.advantage == "remax",
+         "algorithm.length_shaping=laser_d does not work with advantage=remax: the greedy baseline has no group to "
+         "tell its difficulty"),
+    *[Rule(lambda c, key=key: laser_d(c) and bool(setting(c, key)),
+           f"algorithm.length_shaping=laser_d is not supported with {key}: set one of them")
+      for key in ("env.name", "rollout.force_continue")],
+    Rule(lambda c: c.algorithm.length_adaptive_per == "prompt" and not c.algorithm.length_adaptive,
+         "algorithm.length_adaptive_per=prompt adapts A-DLP's coefficient per prompt: set "
+         "algorithm.length_adaptive=true"),
+]
+
+# aha eval --search (eval/search.py)
+SEARCH_RULES = [
+    Rule(lambda c: c.eval.search != "none" and c.eval.search_scorer is None,
+         "eval.search={c.eval.search} needs eval.search_scorer, the judge of its candidates: a process reward model "
+         "({{model: runs/prm}}) or a verifier ({{fn: numeric_answer}})"),
+    Rule(lambda c: c.eval.search == "greedy_step" and c.eval.search_width not in (None, 1),
+         "eval.search_width ({c.eval.search_width}) is for eval.search=beam: greedy_step keeps one partial solution"),
+    Rule(lambda c: c.eval.search != "none" and c.env.name is not None,
+         "eval.search searches single answers, not multi-turn episodes (env.name): unset one of them"),
+]
 
 RULES = [
     Rule(lambda c: c.algorithm.advantage == "grpo" and c.algorithm.advantage_scale == "std"
@@ -55,8 +112,25 @@ RULES = [
          "algorithm.policy_loss=pg is on-policy only: use epochs=1 and mini_batches=1, or policy_loss=ppo"),
     Rule(lambda c: c.algorithm.tis_cap is not None and c.algorithm.old_logprobs != "trainer",
          "algorithm.tis_cap needs algorithm.old_logprobs=trainer (the weight is pi_trainer / pi_engine)"),
+    Rule(lambda c: c.algorithm.tis_cap is None and (c.algorithm.is_level != "token" or c.algorithm.is_mode != "truncate"
+                                                    or bool(c.algorithm.is_low)),
+         "algorithm.is_level / is_mode / is_low shape the importance weights of algorithm.tis_cap: set tis_cap (the "
+         "band's upper end) and old_logprobs=trainer"),
+    Rule(lambda c: c.algorithm.tis_cap is not None and c.algorithm.is_low >= c.algorithm.tis_cap,
+         "algorithm.is_low ({c.algorithm.is_low}) must be below algorithm.tis_cap ({c.algorithm.tis_cap}): they are "
+         "the importance-weight band's ends"),
     Rule(lambda c: bool(c.algorithm.ref_reset_every or c.algorithm.ref_reset_kl) and c.algorithm.kl_coef == 0,
          "algorithm.ref_reset_every / ref_reset_kl need algorithm.kl_coef > 0 (there is no reference model)"),
+    rl_only("algorithm.teacher", "scores the policy's own samples"),
+    Rule(lambda c: not c.algorithm.task_reward and c.algorithm.teacher is None,
+         "algorithm.task_reward=false trains on a teacher's term alone: set algorithm.teacher (a model folder with "
+         "the policy's tokenizer), or keep the task reward"),
+    Rule(lambda c: not c.algorithm.task_reward and c.algorithm.dynamic_sampling,
+         "algorithm.task_reward=false: dynamic sampling would drop groups by task rewards that give no advantage; set "
+         "algorithm.dynamic_sampling=false"),
+    Rule(lambda c: c.algorithm.teacher is not None and bool(c.algorithm.replay),
+         "algorithm.teacher does not work with algorithm.replay: a replayed group's teacher term was measured on an "
+         "older policy; set one of them"),
     Rule(lambda c: bool(c.algorithm.replay) and c.algorithm.advantage == "gae",
          "algorithm.replay does not work with advantage=gae (stored advantages go stale with the critic)"),
     Rule(lambda c: c.algorithm.token_weighting == "ktae" and c.algorithm.advantage not in ("grpo", "rloo", "remax"),
@@ -74,6 +148,12 @@ RULES = [
          "are for the pair losses"),
     Rule(lambda c: c.method == "dpo" and bool(c.dpo.data) and c.dpo.online,
          "dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one"),
+    Rule(lambda c: c.method == "dpo" and c.dpo.offset != "none" and c.dpo.loss != "dpo",
+         "dpo.offset (ODPO) shifts the DPO loss's margin: it needs dpo.loss=dpo, not {c.dpo.loss}"),
+    Rule(lambda c: c.method == "dpo" and c.dpo.loss in ("tdpo", "hinge", "bco_pair") and bool(c.dpo.label_smoothing),
+         "dpo.label_smoothing is not part of dpo.loss={c.dpo.loss}: set it to 0"),
+    Rule(lambda c: c.method == "dpo" and c.dpo.loss == "tdpo" and c.dpo.tdpo_version == 1 and c.dpo.tdpo_alpha != 0.5,
+         "dpo.tdpo_alpha weighs TDPO2's KL term; dpo.tdpo_version=1 has none: drop dpo.tdpo_alpha or use version 2"),
     Rule(lambda c: c.method == "rm" and not c.rm.data,
          "method=rm needs rm.data: a JSONL file of {{prompt, chosen, rejected}}"),
     Rule(lambda c: c.method == "prm" and not c.prm.data,
@@ -86,6 +166,7 @@ RULES = [
          "ray.rollout_workers >= 1 (and method=rl)"),
     Rule(lambda c: curriculum_chooses(c) and c.method != "rl",
          "curriculum.filter / curriculum.weighting choose prompts from RL groups' outcomes: method=rl only"),
+    *CURRICULUM_RULES,
     rl_only("rollout.partial_rollouts", "carries completions from one RL round to the next"),
     *[Rule(lambda c, key=key: bool(setting(c, key)) and c.algorithm.old_logprobs == "trainer"
            and c.algorithm.tis_cap is None,
@@ -111,10 +192,12 @@ RULES = [
       for key in ("rollout.partial_rollouts", "rollout.max_staleness", *LENGTH_RULES)],
     Rule(lambda c: bool(c.ray.reward_workers) and not any(spec.workers for spec in [*c.reward, *c.monitor.gold]),
          "ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)"),
+    *LENGTH_SHAPING_RULES,
+    *SEARCH_RULES,
 ]
 
 
 def config_problems(config) -> list[str]:
-    """Every rule the config breaks, in the order of RULES."""
+    """Every rule the config breaks, in the order of RULES, then those of reward[i].online."""
     n = len(config.rollout.temperatures or ())
-    return [rule.problem.format(c=config, n=n) for rule in RULES if rule.when(config)]
+    return [rule.problem.format(c=config, n=n) for rule in RULES if rule.when(config)] + online_problems(config)

@@ -30,10 +30,12 @@ class PreferenceConfig(Strict):
                                                "pairs come from the policy)")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins "
                                                     "at each held-out evaluation")
-    loss: Literal["dpo", "ipo", "simpo", "orpo", "kto"] = Field(
+    loss: Literal["dpo", "ipo", "simpo", "orpo", "kto", "tdpo", "hinge", "bco_pair"] = Field(
         "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference "
                            "model); kto learns from single completions labelled desirable or not: data rows {prompt, "
-                           "completion, label} or pairs (chosen: desirable, rejected: undesirable)")
+                           "completion, label} or pairs (chosen: desirable, rejected: undesirable); tdpo (token-level "
+                           "DPO: keeps a frozen reference model in memory for its per-token KL), hinge (SLiC / RSO), "
+                           "bco_pair (BCO's classifier on each completion of a pair)")
     beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward (simpo: 2.0 in the paper)")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO / robust DPO: the share of pairs assumed "
             "flipped")
@@ -55,6 +57,14 @@ class PreferenceConfig(Strict):
                                                                "n_U) within [1, 4/3])")
     kto_undesirable_weight: float = Field(1.0, gt=0, description="kto: lambda_U, the weight of an undesirable "
             "completion's loss")
+    tdpo_version: Literal[1, 2] = Field(2, description="tdpo: 1 subtracts beta * (KL_rejected - KL_chosen) from the "
+            "margin; 2 (the paper's recommended) alpha * beta * (KL_rejected - KL_chosen without gradient)")
+    tdpo_alpha: float = Field(0.5, gt=0, description="tdpo, tdpo_version=2: the weight alpha of the sequential KL "
+                                                     "term (the paper's default 0.5)")
+    offset: Literal["none", "log", "linear"] = Field("none", description="loss=dpo: ODPO's offset from each pair's "
+            "reward gap (online: the run's reward of chosen minus rejected; data: chosen_score - rejected_score, or "
+            "a margin field), offset_alpha * log(gap) or offset_alpha * gap; the margin must exceed it")
+    offset_alpha: float = Field(1.0, gt=0, description="offset: the scale alpha of the offset (ODPO's default 1)")
 
 
 class RewardModelConfig(Strict):
@@ -101,3 +111,28 @@ class ProcessRewardConfig(Strict):
                                                                 "writes; a step is scored at the token that closes it "
                                                                 "(this separator, or the stop token after the last "
                                                                 "step)")
+
+
+class RFTConfig(Strict):
+    """method: rft. Expert iteration / rejection-sampling fine-tuning (STaR, RFT): each round samples completions
+    from the current policy, keeps those the reward passes, and takes supervised steps on them
+    (training/supervised/rft.py)."""
+
+    prompts_per_round: int = Field(32, ge=1, description="training prompts sampled at the start of each round (in "
+                                                         "the task's shuffled order, epoch after epoch)")
+    samples: int = Field(8, ge=1, description="completions sampled per prompt per round (at rollout.temperature, up "
+                                              "to rollout.max_new_tokens tokens)")
+    threshold: float = Field(1.0, description="a completion is kept when its reward total >= threshold (and the "
+                                              "reward did not fail on it, and it was not cut at max_new_tokens)")
+    keep: Literal["all", "distinct", "one"] = Field("distinct", description="of a prompt's passing completions keep "
+            "all, one of each distinct text (RFT), or only the first (STaR)")
+    rationalize: bool = Field(False, description="STaR's rationalisation: a prompt none of whose samples passed is "
+                                                 "asked again with its answer shown (rft.hint); passing retries are "
+                                                 "learned as answers to the prompt without the hint")
+    hint: str = Field("{prompt}\n(The correct answer is {answer}.)", description="rationalize: the retry's prompt; "
+                      "{prompt} is the question (a chat prompt's last user turn), {answer} the sample's answer")
+    steps_per_round: int = Field(2, ge=1, description="optimizer steps on each round's kept completions before the "
+                                                      "next round samples (a round that keeps nothing is sampled "
+                                                      "again at the next step)")
+    batch_size: int = Field(16, ge=1, description="kept completions per optimizer step (cycling through the round's "
+                                                  "in a shuffled order; split into train.micro_batch_size)")

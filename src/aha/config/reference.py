@@ -10,6 +10,7 @@ import typing
 from pydantic import BaseModel
 
 from aha.config import Config, RewardSpec, sections
+from aha.config.sections import OnlineRMConfig
 
 HEADER = """# Config reference
 
@@ -54,6 +55,8 @@ def _bounds(field) -> str:
 
 
 def _default(field) -> str:
+    if field.is_required():
+        return "(required)"
     value = field.get_default(call_default_factory=True)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
         value = [v.model_dump(exclude_defaults=True) for v in value]
@@ -83,6 +86,8 @@ def reference() -> str:
         out += [f"## `{name}`", "", *([doc, ""] if doc else []), *_table(model, f"{name}."), ""]
     out += ["## A reward component (`reward`, `monitor.gold`, `eval.rank_by`)", "",
             " ".join((RewardSpec.__doc__ or "").split()), "", *_table(RewardSpec, ""), ""]
+    out += ["### A reward model that learns during RL (a reward component's `online`)", "",
+            " ".join((OnlineRMConfig.__doc__ or "").split()), "", *_table(OnlineRMConfig, "online."), ""]
     return "\n".join(out)
 
 

@@ -3,9 +3,9 @@ metrics trackers; aha.config puts them with the others."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aha.config.sections import RewardSpec, Strict
 
@@ -51,6 +51,36 @@ class EvalConfig(Strict):
     rank_by: list[RewardSpec] = Field(default_factory=list, description="with aha eval --samples: rewards (a reward "
             "model, a judge, a verifier) that each score every sample; each adds a best-of-k and a weighted-voting "
             "curve named after it")
+    temperatures: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list, description="with aha eval "
+            "--samples N: draw N samples per problem at each of these temperatures (e.g. [0.6, 1.0, 1.4]) and report "
+            "each temperature's curves beside the pooled ones (pass@k and maj@k over all N x K samples: temperature "
+            "scaling); empty: N samples at rollout.temperature")
+    search: Literal["none", "greedy_step", "beam"] = Field("none", description="aha eval only (or aha eval --search): "
+            "step-level search judged by search_scorer, reported beside best-of-N at an equal number of generated "
+            "tokens; greedy_step keeps the best of search_expand next steps, beam keeps search_width partial solutions")
+    search_width: int | None = Field(None, ge=1, description="search=beam: partial solutions kept at each step "
+                                                             "(default 4); greedy_step keeps 1")
+    search_expand: int = Field(4, ge=1, description="search: candidate next steps sampled from each kept partial "
+                                                    "solution")
+    search_max_steps: int = Field(8, ge=1, description="search: steps taken one at a time; the last expansion runs "
+                                                       "every candidate to its stop token or token budget")
+    search_separator: str = Field("\n", min_length=1, description="search: a step ends at the first token whose text "
+                                  "holds this (a PRM's prm.step_separator), at the stop token or at the token budget")
+    search_scorer: RewardSpec | None = Field(None, description="search: the judge. A process reward model ({model: "
+            "runs/prm}) scores every partial solution; any other reward ({fn: numeric_answer}, a reward model) scores "
+            "finished answers only: those >= correct_threshold rank first, unfinished ones next, the rest last")
+
+    @field_validator("temperatures")
+    @classmethod
+    def _several_distinct(cls, temperatures: list[float]) -> list[float]:
+        """One temperature has nothing to pool, and a repeated one would be pooled with itself."""
+        if len(temperatures) == 1:
+            raise ValueError("eval.temperatures pools samples drawn at two or more temperatures; for one, set "
+                             "rollout.temperature")
+        twice = sorted({t for t in temperatures if temperatures.count(t) > 1})
+        if twice:
+            raise ValueError(f"eval.temperatures lists {', '.join(f'{t:g}' for t in twice)} more than once")
+        return temperatures
 
 
 class LoraConfig(Strict):

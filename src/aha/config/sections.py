@@ -72,6 +72,29 @@ class TaskConfig(Strict):
                                      "procedural task draws)")
 
 
+class OnlineRMConfig(Strict):
+    """A reward model that keeps learning during RL (Cooper): every `every` steps, Bradley-Terry
+    steps on pairs from the step's groups, a completion the verifier marks right against one it
+    marks wrong. Set on a reward component with `model:` as its `online:` key."""
+
+    verifier: str = Field(..., description="the rule verifier that labels the samples: the name of another component "
+                                           "of reward or of monitor.gold (e.g. numeric_answer)")
+    threshold: float = Field(1.0, description="a verifier score >= this is right, below it wrong")
+    every: int = Field(1, ge=1, description="update the reward model every this many RL steps, on that step's groups")
+    steps: int = Field(1, ge=1, description="optimizer steps an update takes, each over all its pairs")
+    pairs_per_update: int = Field(8, ge=1, description="at most this many pairs an update: per group, its right "
+                                                       "completion the reward model scores lowest against its wrong "
+                                                       "one it scores highest; the worst-ordered pairs first")
+    lr: float = Field(1.0e-5, gt=0, description="the reward model's learning rate (AdamW with train.betas, "
+                                                "weight_decay and max_grad_norm)")
+
+
+def component_name(spec: RewardSpec) -> str:
+    """The name a reward component goes by in metrics, samples and other keys (name, else the
+    function's name, else reward_model), as rewards.build_reward names it."""
+    return spec.name or (spec.fn.rpartition(":")[2] if spec.fn else "reward_model")
+
+
 class RewardSpec(Strict):
     """One reward: a function (`fn`) or a trained reward model (`model`), exactly one of them."""
 
@@ -97,11 +120,16 @@ class RewardSpec(Strict):
                                               "code, remote checks)")
     timeout_s: float = Field(60.0, gt=0, description="workers >= 1: a call past this many seconds is killed and scores "
                                                      "as failed")
+    online: OnlineRMConfig | None = Field(None, description="a reward model (model:) that keeps learning during RL "
+                                                            "from a verifier's labels: see online.* below")
 
     @model_validator(mode="after")
     def _clip_order(self):
         if (self.fn is None) == (self.model is None):
             raise ValueError("a reward needs exactly one of fn (a function) and model (a trained reward model)")
+        if self.online is not None and self.model is None:
+            raise ValueError(f"online: only a reward model (model: a method: rm run) learns during RL; {self.fn} is a "
+                             "fixed function")
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
             raise ValueError(f"clip_min ({self.clip_min}) is above clip_max ({self.clip_max})")
         return self
@@ -202,19 +230,37 @@ class TrainConfig(Strict):
 
 
 class CurriculumConfig(Strict):
-    """Which prompts an RL run spends rollouts on (tasks/curriculum.py)."""
+    """Which prompts an RL run spends rollouts on (tasks/curriculum.py, tasks/schedule.py)."""
 
-    filter: bool = Field(False, description="online difficulty filtering: a prompt whose latest group was all right or "
-                                            "all wrong (no advantage) sits out its next retest_after turns, then is "
-                                            "tried again")
+    filter: bool = Field(False, description="online difficulty filtering: a prompt whose latest filter_after groups "
+                                            "were each all right or all wrong (no advantage) sits out its next "
+                                            "retest_after turns, then is tried again")
     retest_after: int = Field(2, ge=1, description="turns a prompt set aside by filter sits out: the next times "
-                                                   "epoch-order sampling comes to it (one an epoch), or with weighting "
-                                                   "variance the next draws (steps)")
-    weighting: Literal["uniform", "variance"] = Field("uniform", description="uniform: each epoch a fresh permutation; "
-            "variance: prompts drawn in proportion to p (1 - p) + floor, p = (right + 1) / (tried + 2) over the "
-            "prompt's samples so far (1/2 untried)")
-    floor: float = Field(0.05, gt=0, description="with weighting variance: the weight every prompt keeps, so none is "
-                                                 "starved")
+                                                   "epoch-order sampling comes to it (one an epoch), or with a "
+                                                   "weighting the next draws (steps)")
+    filter_after: int = Field(1, ge=1, description="with filter: groups in a row without variance before a prompt is "
+                                                   "set aside (2: only after a second look); counted afresh after "
+                                                   "each sitting-out")
+    weighting: Literal["uniform", "variance", "target"] = Field("uniform", description="uniform: each epoch a fresh "
+            "permutation; variance: prompts drawn in proportion to p (1 - p) + floor; target: in proportion to "
+            "exp(-(p - target_p)^2 / (2 target_width^2)) + floor; p is the prompt's estimated pass rate (prior)")
+    floor: float = Field(0.05, gt=0, description="with a weighting: the weight every prompt keeps, so none is starved")
+    target_p: float | None = Field(None, gt=0, lt=1, description="with weighting target: the pass rate aimed at "
+                                                                 "(small: the prompts still failed, as RCS; 0.5: "
+                                                                 "intermediate difficulty, as GPS)")
+    target_width: float = Field(0.15, gt=0, description="with weighting target: the kernel's width in pass rate (a "
+                                                        "prompt this far from target_p weighs e^-1/2 of one on it)")
+    prior: Literal["flat", "pool"] = Field("flat", description="a prompt's pass rate p = (right + 2 m) / (tried + 2) "
+            "over its samples so far; flat: m = 1/2; pool: m = the pass rate of all samples of the prompts drawn "
+            "from, so an untried prompt is estimated from the others")
+    difficulty_max: int | None = Field(None, ge=1, description="a procedural task's difficulty schedule: start at "
+            "task.difficulty and draw from the next level's problems when the training accuracy over the level's "
+            "last difficulty_window steps reaches difficulty_threshold, up to this level; null: no schedule")
+    difficulty_threshold: float = Field(0.8, gt=0, le=1, description="with difficulty_max: the rolling training "
+                                                                      "accuracy (right / sampled) that raises the "
+                                                                      "level")
+    difficulty_window: int = Field(5, ge=1, description="with difficulty_max: the steps at the current level the "
+                                                        "rolling accuracy is over (a new level starts an empty window)")
 
 
 class EnvConfig(Strict):

@@ -98,9 +98,11 @@ class SampleCache:
 
 def draw_samples(engine: Engine, task: Task, problems: list[dict], scorer: Scorer, n: int,
                  cache: SampleCache, seed: int = 0, desc: str = "sample",
-                 have: dict[str, list[dict]] | None = None) -> dict[str, list[dict]]:
+                 have: dict[str, list[dict]] | None = None, temperature: float | None = None
+                 ) -> dict[str, list[dict]]:
     """Make sure the cache holds n samples of every problem; returns them by problem id.
-    `have` is cache.load() when the caller has already read it. A sample the scorer cannot
+    `have` is cache.load() when the caller has already read it; temperature (None: the
+    engine's own) must be the one the cache's meta records. A sample the scorer cannot
     score stops it with a ScorerError; the chunks already appended stay in the cache."""
     have = cache.load() if have is None else have
     missing = [(p, n - len(have.get(p["id"], []))) for p in problems if len(have.get(p["id"], [])) < n]
@@ -112,7 +114,9 @@ def draw_samples(engine: Engine, task: Task, problems: list[dict], scorer: Score
         chunk = missing[start:start + per_call]
         group = max(m for _, m in chunk)
         torch.manual_seed(seed * 1_000_003 + sum(len(have.get(p["id"], [])) for p, _ in chunk) + start)
-        rollouts = engine.generate(encode_prompts(engine.tokenizer, task, [p for p, _ in chunk]), group_size=group)
+        at = {} if temperature is None else {"temperature": temperature}  # None: the engine's, the call as it was
+        prompts = encode_prompts(engine.tokenizer, task, [p for p, _ in chunk])
+        rollouts = engine.generate(prompts, group_size=group, **at)
         lengths, logprobs = rollouts.lengths(), rollouts.sampling_logprobs.sum(dim=1)
         # the chunk's group size fits its neediest problem; keep what each lacks
         rows = [(row, chunk[p][0]) for row, p in enumerate(rollouts.prompt_index.tolist())

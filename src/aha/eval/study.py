@@ -13,6 +13,7 @@ from aha.eval.compare import RANK_PREFIX, RANKINGS, VOTE_WEIGHTS, compare, examp
 from aha.eval.ranking import rank_scores, ranker_file
 from aha.eval.sampling import SampleCache, draw_samples
 from aha.eval.scoring import build_scorer, held_out_name
+from aha.eval.temperatures import draw_seed, entry_label, folder_name, pool_samples
 from aha.models.loading import weights_id
 from aha.rewards import RewardError, build_reward
 from aha.tracking.report import eval_report_html
@@ -73,6 +74,33 @@ def build_rankers(config: Config) -> dict:
 
 
 def _study(config: Config, models: list[str], n: int, out: Path, task, problems, scorer, rankers) -> dict:
+    """Each model's summary; with eval.temperatures, one a temperature and one of their pool."""
+    temperatures = config.eval.temperatures
+    summaries, samples = {}, {}
+    for label in models:
+        by_temperature = _sample(config, label, n, out, task, problems, scorer, rankers, temperatures or [None])
+        if temperatures:
+            entries = [(entry_label(label, [t]), [t], by_temperature[t]) for t in temperatures]
+            entries.append((entry_label(label, temperatures), temperatures, pool_samples(by_temperature)))
+        else:
+            entries = [(label, [config.rollout.temperature], by_temperature[None])]
+        for name, drawn_at, by_problem in entries:
+            summaries[name] = {**summarize(by_problem, seed=config.seed), "model": label, "temperatures": drawn_at}
+            samples[name] = by_problem
+    # two models are compared as a whole: by their pools where there are temperatures
+    main = [entry_label(label, temperatures) if temperatures else label for label in models]
+    comparison = compare({name: summaries[name] for name in main})
+    report = {"task": held_out_name(config, task.name), "samples_per_problem": n, "models": summaries,
+              "comparison": comparison, "examples": examples(problems, samples, comparison)}
+    if temperatures:
+        report["temperatures"] = temperatures
+    return report
+
+
+def _sample(config: Config, label: str, n: int, out: Path, task, problems, scorer, rankers,
+            temperatures: list[float | None]) -> dict[float | None, dict[str, list[dict]]]:
+    """n samples of every problem at each temperature (None: rollout.temperature), each from
+    its own cache; the model is loaded only to draw what a cache lacks, once for them all."""
     from aha.models.compute import resolve_dtype
     from aha.rollout import build_engine
 
@@ -80,32 +108,32 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
     max_new = config.eval.max_new_tokens or ro.max_new_tokens
     # the task's settings, not the number of problems: eval.limit may grow over a cache
     fingerprint = hashlib.sha256(config.task.model_dump_json().encode()).hexdigest()[:16]
-    summaries, samples = {}, {}
-    for label in models:
+    folders = {t: out / "samples" / folder_name(_slug(label), t) for t in temperatures}
+    caches = {}
+    for t in temperatures:
         meta = {"model": str(Path(label).resolve()) if Path(label).exists() else label, "task": task.name,
-                "task_config": fingerprint, "temperature": ro.temperature, "top_p": ro.top_p,
+                "task_config": fingerprint, "temperature": ro.temperature if t is None else t, "top_p": ro.top_p,
                 "max_new_tokens": max_new, "scorer": scorer.key, "seed": config.seed,
                 "weights": weights_id(label, config.seed)}  # a model retrained in place has other weights
-        cache = SampleCache(out / "samples" / _slug(label), meta)
-        have = cache.load()
-        if any(len(have.get(p["id"], [])) < n for p in problems):  # load the model only to draw what is missing
-            loaded = load_for_eval(label, config)
-            engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), max_new,
-                                  self_certainty=True, seed=config.seed)
-            try:
-                by_problem = draw_samples(engine, task, problems, scorer, n, cache, config.seed, desc=f"sample {label}",
-                                          have=have)
-            finally:
-                engine.close()
-        else:
-            by_problem = {p["id"]: have[p["id"]][:n] for p in problems}
+        caches[t] = SampleCache(folders[t], meta)
+    have = {t: cache.load() for t, cache in caches.items()}
+    short = [t for t in temperatures if any(len(have[t].get(p["id"], [])) < n for p in problems)]
+    drawn = {t: {p["id"]: have[t][p["id"]][:n] for p in problems} for t in temperatures if t not in short}
+    if short:  # load the model only to draw what is missing
+        loaded = load_for_eval(label, config)
+        engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), max_new,
+                              self_certainty=True, seed=config.seed)
+        try:
+            for t in short:
+                at = "" if t is None else f" at T={t:g}"
+                drawn[t] = draw_samples(engine, task, problems, scorer, n, caches[t], draw_seed(config.seed, t),
+                                        desc=f"sample {label}{at}", have=have[t], temperature=t)
+        finally:
+            engine.close()
+    for t in temperatures:
         for name, (reward, spec) in rankers.items():
-            scores = rank_scores(reward, ranker_file(out / "samples" / _slug(label), name, spec, reward), problems,
-                                 by_problem,
+            scores = rank_scores(reward, ranker_file(folders[t], name, spec, reward), problems, drawn[t],
                                  desc=f"rank {label} by {name}")
-            by_problem = {pid: [dict(s, **{f"{RANK_PREFIX}{name}": x}) for s, x in zip(got, scores[pid])]
-                          for pid, got in by_problem.items()}
-        summaries[label], samples[label] = summarize(by_problem, seed=config.seed), by_problem
-    comparison = compare(summaries)
-    return {"task": held_out_name(config, task.name), "samples_per_problem": n, "models": summaries,
-            "comparison": comparison, "examples": examples(problems, samples, comparison)}
+            drawn[t] = {pid: [dict(s, **{f"{RANK_PREFIX}{name}": x}) for s, x in zip(got, scores[pid])]
+                        for pid, got in drawn[t].items()}
+    return {t: drawn[t] for t in temperatures}

@@ -39,6 +39,15 @@ def procedural_splits(cfg: TaskConfig) -> tuple[list[dict], list[dict]]:
     return train, held_out
 
 
+def procedural_train(cfg: TaskConfig, difficulty: int) -> list[dict]:
+    """cfg.num_train training problems at `difficulty`, none a held-out one (those stay at
+    cfg.eval_difficulty, default cfg.difficulty): a difficulty schedule's level. At
+    cfg.difficulty they are procedural_splits' training problems."""
+    family = TASKS[cfg.name]
+    _, held_out = _draw(family, cfg, cfg.eval_difficulty or cfg.difficulty, cfg.num_eval, set(), "eval")
+    return _draw(family, cfg, difficulty, cfg.num_train, held_out, "train")[0]
+
+
 def _draw(family: Procedural, cfg: TaskConfig, difficulty: int, count: int, taken: set,
           split: str) -> tuple[list[dict], set]:
     rng = Random(f"{cfg.name}:{cfg.seed}:{split}:{difficulty}")

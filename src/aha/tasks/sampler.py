@@ -41,6 +41,9 @@ class PromptSampler:
         self.outcomes += [{"step": step, "epoch": self.epoch, "id": str(sample["id"]), "right": int(count),
                            "tried": group_size} for sample, count in zip(samples, right)]
 
+    def end_step(self) -> None:
+        """The step's groups are all observed (a difficulty schedule decides here)."""
+
     def stats(self) -> dict:
         return {}
 

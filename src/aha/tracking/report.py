@@ -57,7 +57,9 @@ def curve_png(report: dict, curve: str) -> bytes:
         c = summary["curves"].get(curve)
         if c is None:  # e.g. a cache drawn before this score existed
             continue
-        (line,) = ax.plot(c["k"], c["mean"], marker="o", markersize=3, label=label)
+        # eval.temperatures: each temperature dashed, their pool solid, so the pool stands out beside them
+        alone = bool(report.get("temperatures")) and len(summary.get("temperatures", ())) == 1
+        (line,) = ax.plot(c["k"], c["mean"], marker="o", markersize=3, label=label, linestyle="--" if alone else "-")
         ax.fill_between(c["k"], c["lo"], c["hi"], color=line.get_color(), alpha=0.2)
         ks = max(ks, c["k"], key=len)
     ax.set_xscale("log", base=2)

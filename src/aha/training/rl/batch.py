@@ -11,9 +11,8 @@ from aha.rollout import Rollouts
 from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
-ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "old_values",
-              "returns",
-              "is_weights")
+ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "teacher_logprobs",
+              "old_values", "returns", "is_weights")
 
 
 @dataclass
@@ -27,6 +26,7 @@ class Batch:
     advantages: torch.Tensor | None = None  # (N, T)
     old_logprobs: torch.Tensor | None = None  # (N, T) denominator of the importance ratio
     ref_logprobs: torch.Tensor | None = None  # (N, T) reference model, for the KL term
+    teacher_logprobs: torch.Tensor | None = None  # (N, T) distillation teacher (algorithm.teacher)
     old_values: torch.Tensor | None = None  # (N, T) critic at rollout time (gae)
     returns: torch.Tensor | None = None  # (N, T) value targets (gae)
     is_weights: torch.Tensor | None = None  # (N, T) truncated importance weights

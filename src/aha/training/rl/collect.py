@@ -77,7 +77,11 @@ def score_round(parts: StepParts, round_: Round, length_coef: float) -> Scored:
     samples = [round_.chosen[i] for i in rollouts.prompt_index.tolist()]
     result = (round_.episodes.result if round_.episodes is not None
               else parts.reward.score(rollouts.texts, samples, generated(rollouts)))
-    rewards = shaped_rewards(result.total, rollouts, algo, parts.config.rollout.max_new_tokens, length_coef)
+    coef, targets = length_coef, None
+    if parts.length is not None:  # A-DLP per prompt, LASER-D targets by the group's difficulty
+        coef = parts.length.coef(samples, length_coef)
+        targets = parts.length.row_targets(result.total >= algo.length_correct_min)
+    rewards = shaped_rewards(result.total, rollouts, algo, parts.config.rollout.max_new_tokens, coef, targets)
     step_rewards = None
     if round_.episodes is not None:  # each turn's reward where the turn ends
         step_rewards = round_.episodes.turn_rewards.clone()
@@ -100,7 +104,8 @@ def remax_baseline(parts: StepParts, round_: Round, length_coef: float, phases: 
     if parts.env is None:
         with phases("score"):
             greedy_score = parts.reward.score(greedy.texts, round_.chosen, generated(greedy)).total
-    shaped = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, length_coef)
+    coef = length_coef if parts.length is None else parts.length.coef(round_.chosen, length_coef)
+    shaped = shaped_rewards(greedy_score, greedy, algo, rollout.max_new_tokens, coef)
     return shaped.repeat_interleave(rollout.group_size)
 
 
@@ -189,15 +194,16 @@ def example_records(round_: Round, scored: Scored, continued: torch.Tensor | Non
 
 def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
             first: tuple[list[dict], Rollouts] | None = None, version: int = 0
-            ) -> tuple[Batch | None, dict, list[dict], tuple[list[str], list[dict]]]:
+            ) -> tuple[Batch | None, dict, list[dict], RoundStats]:
     """Sample groups; with dynamic sampling, drop groups whose rewards are all equal (zero
     advantage, no gradient) and sample more prompts, up to algo.max_rounds rounds, until
     prompts_per_step informative groups are found (DAPO, Yu et al. 2025).
 
     Returns the kept batch (None if no group was kept), statistics over everything sampled,
-    a few example records for samples.jsonl, and every sampled (text, sample) pair for the
-    hacking monitor. first: the first round's prompts and rollouts, sampled ahead
-    (asynchronous RL); later rounds sample here. With partial rollouts each round samples
+    a few example records for samples.jsonl, and what every round sampled (RoundStats: each
+    (text, sample) pair for the hacking monitor, each component's scores for a reward model
+    that learns). first: the first round's prompts and rollouts, sampled ahead (asynchronous
+    RL); later rounds sample here. With partial rollouts each round samples
     until prompts_per_step groups are complete on policy `version`; with an environment,
     rows are episodes and their rewards the environment's (each turn's on its last token)."""
     rollout, algo, engine = parts.config.rollout, parts.config.algorithm, parts.engine
@@ -210,8 +216,11 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
         with phases("score"):
             scored = score_round(parts, round_, length_coef)
         # each group's right answers, for a curriculum that learns which prompts pay (tasks/curriculum.py)
-        right = (scored.result.total >= algo.length_correct_min).view(-1, G).sum(dim=1).tolist()
+        correct = scored.result.total >= algo.length_correct_min
+        right = correct.view(-1, G).sum(dim=1).tolist()
         parts.sampler.observe(round_.chosen, right, G, version + 1)
+        if parts.length is not None:  # learnt from at the end of the step
+            parts.length.observe(round_.chosen, correct, round_.rollouts.lengths())
         continued = (continuations(round_.rollouts, len(continue_tokens(engine.tokenizer, rollout.continue_text)))
                      if rollout.force_continue else None)
         seen.add(round_, scored, continued, G)
@@ -236,7 +245,7 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
         kept = [b if b.step_rewards is not None
                 else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape)) for b in kept]
     batch = concat_batches(kept, engine.pad_id) if kept else None
-    return batch, stats, examples, (seen.texts, seen.samples)
+    return batch, stats, examples, seen
 
 
 def _interventions(rollouts: Rollouts, row: int, continued: torch.Tensor | None) -> dict:

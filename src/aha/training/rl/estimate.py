@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from aha.algorithms import (
+    advantage_share,
+    distillation_advantages,
     finite_reward_mask,
     gae_advantages,
     grpo_advantages,
@@ -54,7 +56,9 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
 
     A non-finite reward (NaN, inf) reaches the estimators as it is: they give its row zero
     advantage and leave it out of its group's statistics (and whitening leaves it at 0).
-    stats["reward/nonfinite"] counts those rows."""
+    stats["reward/nonfinite"] counts those rows. With algorithm.task_reward=false the rewards
+    count as 0 here (a KL penalty in the reward still applies): only the teacher's term, added
+    later by add_teacher_term, trains."""
     G = group_size
     mask = batch.rollouts.completion_mask
     finite = finite_reward_mask(batch.rewards)
@@ -65,6 +69,8 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         step_rewards = batch.step_rewards * mask
         token_rewards = outcome_token_rewards(batch.rewards - step_rewards.sum(dim=1), mask) + step_rewards
     stats = {"reward/nonfinite": int((~finite).sum())}
+    if not algo.task_reward:  # distillation alone: the reward was scored and logged, it trains nothing
+        token_rewards = torch.zeros_like(token_rewards)
     if algo.kl_coef > 0 and algo.kl_in == "reward":
         kl = kl_estimate(batch.rollouts.sampling_logprobs, batch.ref_logprobs, algo.kl_estimator)
         kl = torch.where(mask.bool(), kl, 0)
@@ -86,4 +92,20 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     batch.advantages = advantages
     stats["advantage/mean"] = float(masked_mean(advantages, mask))
     stats["advantage/abs_mean"] = float(masked_mean(advantages.abs(), mask))
+    return stats
+
+
+def add_teacher_term(batch: Batch, algo: AlgorithmConfig) -> dict:
+    """On-policy distillation (algorithm.teacher): every sampled token's advantage gains
+    -teacher_coef * (log pi_old - log pi_teacher), added after the estimator and whitening so
+    that teacher_coef keeps its meaning. Needs batch.old_logprobs (the policy that sampled) and
+    batch.teacher_logprobs. Why an advantage term rather than a KL in the loss:
+    aha.algorithms.distillation."""
+    mask = batch.rollouts.completion_mask
+    term = distillation_advantages(batch.old_logprobs, batch.teacher_logprobs, mask, algo.teacher_coef)
+    stats = {"distill/reverse_kl": float(masked_mean(batch.old_logprobs - batch.teacher_logprobs, mask)),
+             "distill/advantage_share": advantage_share(batch.advantages, term, mask)}
+    batch.advantages = batch.advantages + term
+    stats["advantage/mean"] = float(masked_mean(batch.advantages, mask))
+    stats["advantage/abs_mean"] = float(masked_mean(batch.advantages.abs(), mask))
     return stats

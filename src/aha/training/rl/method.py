@@ -11,24 +11,29 @@ from typing import Any
 
 from aha.config import Config, ConfigError
 from aha.models.adapters import trainable_parameters
+from aha.models.loading import LoadedModel
 from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
-from aha.tasks import PromptSampler, Task, encode_prompts
-from aha.tasks.curriculum import CurriculumSampler
+from aha.tasks import Task, encode_prompts
+from aha.tasks.schedule import build_sampler
 from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.optimizer import build_optimizer
 from aha.training.phases import Phases
+from aha.training.rl.length import build_length_shaping
+from aha.training.rl.online_rm import build_online_rm, learning_reward_model
 from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.step import run_step
+from aha.training.rl.teacher import check_teacher, check_teacher_path, load_teacher
 from aha.training.rl.update import Learner, Shape
 
 
-def build_learner(model, config: Config) -> Learner:
+def build_learner(model, config: Config, teacher=None) -> Learner:
+    """teacher: algorithm.teacher's frozen model (load_teacher), or None."""
     algo, train = config.algorithm, config.train
     # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
     ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 else None
@@ -37,7 +42,7 @@ def build_learner(model, config: Config) -> Learner:
     if algo.advantage == "gae":
         critic = ValueModel(model)
         critic_optimizer = build_optimizer(critic.parameters(), train, lr=algo.critic_lr)
-    return Learner(model, optimizer, ref_model, critic, critic_optimizer)
+    return Learner(model, optimizer, ref_model, critic, critic_optimizer, teacher)
 
 
 def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:
@@ -70,9 +75,11 @@ class Ahead:
 
 @dataclass
 class Gold:
-    """What rl reads before the model loads: the monitor's held-out gold reward, if any."""
+    """What rl reads before the model loads: the monitor's held-out gold reward and the
+    distillation teacher, if any."""
 
     reward: CompositeReward | None
+    teacher: LoadedModel | None = None
 
     def close(self) -> None:
         if self.reward is not None:  # worker processes of a pooled reward
@@ -82,33 +89,41 @@ class Gold:
 class RLMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> Gold:
+        check_teacher_path(config)  # a missing teacher fails before anything loads
         gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype,
                             ray=config.ray) if config.monitor.gold else None
         try:
             check_format_components(config.monitor, reward)
+            teacher = load_teacher(config)  # before the policy: a folder that does not load fails fast
+            learning_reward_model(config, reward)  # reward[i].online on a process reward model fails here too
         except ValueError as err:
             if gold is not None:
                 gold.close()
             raise ConfigError(str(err)) from None
-        return Gold(gold)
+        return Gold(gold, teacher)
 
     def __init__(self, setup: Setup, gold: Gold):
         self.setup, self.gold = setup, gold.reward
         config, ro, algo = setup.config, setup.config.rollout, setup.config.algorithm
-        self.learner = build_learner(setup.model, config)
-        cur = config.curriculum
-        self.sampler = CurriculumSampler(setup.task.train, config.seed, cur.filter, cur.retest_after, cur.weighting,
-                                         cur.floor) if cur.filter or cur.weighting != "uniform" \
-            else PromptSampler(setup.task.train, config.seed)
+        teacher = gold.teacher
+        if teacher is not None:
+            check_teacher(teacher, setup.model, setup.tokenizer)
+        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model)
+        self.sampler = build_sampler(config, setup.task.train)  # epoch order, a curriculum or a difficulty schedule
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
             if ro.partial_rollouts else None
         shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature,
                       setup.dtype)
+        self.length = build_length_shaping(algo, ro.max_new_tokens, ro.group_size)
+        self.online_rm = build_online_rm(config, setup.reward)  # reward[i].online: a reward model that learns
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
-                               self.replay, self.partial, setup.env)
+                               self.replay, self.partial, setup.env, self.length, online_rm=self.online_rm)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
+        if self.online_rm is not None:  # the reward the policy trains on is part of the run's state
+            self.modules["online_rm"] = self.online_rm.learned.model
+            self.optimizers["online_rm"] = self.online_rm.optimizer
         self.alarms = Alarms(config.train.max_idle_steps)
         self.ahead: deque[Ahead] = deque()  # asynchronous RL: rounds submitted for later steps
         # asynchronous RL after a resume: the prompts of the rounds that were in flight at the
@@ -165,7 +180,10 @@ class RLMethod(Method):
         return Ahead(chosen, self.setup.engine.submit(prompts, self.config.rollout.group_size), version)
 
     def state(self) -> dict:
-        return {"sampler": self.sampler.state(), "length_coef": self.run_state.length_coef}
+        state = {"sampler": self.sampler.state(), "length_coef": self.run_state.length_coef}
+        if self.length is not None:
+            state["length_shaping"] = self.length.state()
+        return state
 
     def extra_state(self) -> dict | None:
         """Beside the replay buffer: the rounds in flight (asynchronous RL), not trained on yet.
@@ -189,22 +207,31 @@ class RLMethod(Method):
             self.partial.load_state(extra["partial"])
         self.resumed_rounds = deque(extra.get("in_flight", []))
         self.run_state.length_coef = state.get("length_coef", self.config.algorithm.length_coef)
+        if self.length is not None and "length_shaping" in state:  # absent when turned on by a config change
+            self.length.load_state(state["length_shaping"])
         self.run_state.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
         self.run_state.monitor.gold = self.gold
 
     def apply_hyperparameters(self) -> None:
         _apply_hyperparameters(self.learner, self.config)
+        if self.online_rm is not None:
+            train = self.config.train
+            set_hyperparameters(self.online_rm.optimizer, self.online_rm.cfg.lr, train.betas, train.weight_decay)
 
     def after_step(self, record: dict, echo) -> None:
+        self.sampler.end_step()  # before the checkpoint: a difficulty schedule's next level is in it
         append_jsonl(self.setup.run_path / GROUPS_FILE, self.sampler.outcomes)  # for aha select
         self.sampler.outcomes = []
         self.alarms.observe(record, self.setup.reward.first_errors, echo)
         self.run_state.monitor.write(self.setup.run_path / "monitor.json")
 
     def postfix(self, record: dict) -> dict:
-        return {"reward": f"{record['reward/mean']:.2f}",
-                "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
-                "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"}
+        shown = {"reward": f"{record['reward/mean']:.2f}",
+                 "kl": f"{record.get('kl/ref', record.get('kl/old', 0.0)):.4f}",
+                 "len": f"{record['length/mean']:.0f}", "s/step": f"{record['time/step_s']:.1f}"}
+        if "distill/reverse_kl" in record:  # what distillation drives down
+            shown["teacher_kl"] = f"{record['distill/reverse_kl']:.3f}"
+        return shown
 
     def finish(self, echo) -> None:
         for line in self.alarms.summary():

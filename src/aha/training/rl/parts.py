@@ -10,6 +10,8 @@ from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
 from aha.training.monitor import HackingMonitor
+from aha.training.rl.length import LengthShaping
+from aha.training.rl.online_rm import OnlineRM
 from aha.training.rl.partial import PartialRollouts
 from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.update import Learner, Shape
@@ -30,6 +32,8 @@ class StepParts:
     replay: ReplayBuffer | None
     partial: PartialRollouts | None = None  # the groups carried between rounds (partial rollouts)
     env: EpisodeRunner | None = None  # multi-turn episodes (config.env)
+    length: LengthShaping | None = None  # LASER-D targets, A-DLP per prompt (None: neither is on)
+    online_rm: OnlineRM | None = None  # a reward model that learns during RL (reward[i].online)
 
 
 @dataclass

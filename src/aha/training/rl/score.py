@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import length_cost, overlong_penalty
+from aha.algorithms import laser_bonus, length_cost, overlong_penalty
 from aha.config import AlgorithmConfig
 from aha.rollout import Rollouts
 
 
 def shaped_rewards(total: torch.Tensor, rollouts: Rollouts, algo: AlgorithmConfig, max_new_tokens: int,
-                   length_coef: float = 0.0) -> torch.Tensor:
-    """The verifier's score, then the length rules every sample of the run is judged by."""
-    if length_coef:
-        charged = (total >= algo.length_correct_min if algo.length_penalize == "correct"
-                   else torch.ones_like(total, dtype=torch.bool))
+                   length_coef: float | torch.Tensor = 0.0, targets: torch.Tensor | None = None) -> torch.Tensor:
+    """The verifier's score, then the length rules every sample of the run is judged by.
+    length_coef: the run's, or each row's own (A-DLP per prompt); targets: each row's LASER-D
+    target length (None: no LASER-D bonus)."""
+    correct = total >= algo.length_correct_min  # judged on the verifier's score, before any shaping
+    if isinstance(length_coef, torch.Tensor) or length_coef:
+        charged = correct if algo.length_penalize == "correct" else torch.ones_like(correct)
         total = total + length_cost(rollouts.lengths(), max_new_tokens, length_coef, charged)
+    if targets is not None:
+        total = total + laser_bonus(correct, rollouts.lengths(), targets, algo.laser_bonus)
     if algo.truncated_reward is not None:
         # an answer that never ends is not an answer (DAPO's overlong shaping, in its
         # simplest form): this teaches the policy to stop, which also shortens steps

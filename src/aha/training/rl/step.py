@@ -4,25 +4,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aha.algorithms import adapt_length_coef, masked_mean, truncated_is_weights
+from aha.algorithms import adapt_length_coef, importance_weights, masked_mean, outside_fractions
 from aha.training.alarms import check_reward_failures
 from aha.training.phases import Phases
 from aha.training.rl.batch import Batch
 from aha.training.rl.collect import collect
-from aha.training.rl.estimate import estimate_advantages
+from aha.training.rl.estimate import add_teacher_term, estimate_advantages
 from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.update import forward_logprobs, forward_values, policy_update
 
 
+def importance_correction(batch: Batch, algo) -> dict:
+    """Weights for the engine-vs-trainer mismatch (algorithm.tis_cap, is_level, is_mode, is_low)
+    into batch.is_weights, and what they did: the share of tokens and of sequences whose ratio
+    fell outside the band (truncated, or with is_mode=mask masked), and the mean weight."""
+    mask = batch.rollouts.completion_mask
+    batch.is_weights, outside = importance_weights(batch.old_logprobs, batch.rollouts.sampling_logprobs, mask,
+                                                   algo.tis_cap, algo.is_low, algo.is_level, algo.is_mode)
+    tokens, seqs = outside_fractions(outside, mask)
+    kind = "masked" if algo.is_mode == "mask" else "truncated"
+    return {f"is/{kind}_frac": tokens, f"is/{kind}_seq_frac": seqs,
+            "is/weight_mean": float(masked_mean(batch.is_weights, mask))}
+
+
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
-    """Compute everything the update needs that does not change during it: advantages,
-    replayed groups, the ratio's denominator, reference log-probs, critic values.
+    """Compute everything the update needs that does not change during it: advantages (with a
+    distillation teacher's term), replayed groups, the ratio's denominator, reference and
+    teacher log-probs, critic values.
     batch is None when no fresh group was kept; replay may still fill the step."""
     algo, learner, shape = parts.config.algorithm, parts.learner, parts.shape
     stats = {}
     if batch is not None:
         if learner.ref_model is not None and algo.kl_in == "reward":
             batch.ref_logprobs = forward_logprobs(learner.ref_model, batch, shape)
+        if learner.teacher is not None:  # the teacher scores the policy's own samples, at the sampling temperature
+            batch.teacher_logprobs = forward_logprobs(learner.teacher, batch, shape)
         if learner.critic is not None:
             batch.old_values = forward_values(learner.critic, batch, shape)
         stats.update(estimate_advantages(batch, algo, shape.group_size))
@@ -41,11 +57,13 @@ def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
         diff = (batch.old_logprobs - engine_logp).abs()
         stats["logprobs/engine_trainer_abs_diff"] = float(masked_mean(diff, batch.rollouts.completion_mask))
         if algo.tis_cap is not None:
-            batch.is_weights = truncated_is_weights(batch.old_logprobs, engine_logp, algo.tis_cap)
+            stats.update(importance_correction(batch, algo))
     else:
         batch.old_logprobs = engine_logp
     if learner.ref_model is not None and algo.kl_in == "loss":
         batch.ref_logprobs = forward_logprobs(learner.ref_model, batch, shape)
+    if batch.teacher_logprobs is not None:  # after old_logprobs: the term is log pi_old - log pi_teacher
+        stats.update(add_teacher_term(batch, algo))
     return batch, stats
 
 
@@ -68,12 +86,13 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
 def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=None,
              after_collect: Callable[[], None] | None = None) -> tuple[dict, list[dict]]:
     """Returns the step's metrics record and example completions; updates state. The phases:
-    generate and score (collect), prepare (advantages, reference and old log-probs), update.
+    generate and score (collect), prepare (advantages, reference and old log-probs), update,
+    reward_model (a reward model that learns during RL, reward[i].online).
     first: the first round's (prompts, rollouts) sampled ahead; after_collect runs once the
     step's samples are in, before the update (asynchronous RL submits the next step's there)."""
     config, algo = parts.config, parts.config.algorithm
     synced = parts.engine.sync_seconds
-    batch, stats, examples, (texts, samples) = collect(parts, phases, state.length_coef, first, version=step - 1)
+    batch, stats, examples, seen = collect(parts, phases, state.length_coef, first, version=step - 1)
     # an engine that takes new weights at its first generate counts that in time/sync_s
     phases.exclude("generate", parts.engine.sync_seconds - synced)
     if after_collect is not None:
@@ -81,12 +100,14 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
     # before anything is trained on scores that are mostly failures
     check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
     if state.monitor is not None:
-        stats.update(state.monitor.measure(texts, samples))
+        stats.update(state.monitor.measure(seen.texts, seen.samples))
     if algo.length_coef or algo.length_adaptive:
         stats["length/penalty_coef"] = state.length_coef  # the one this step's rewards were shaped with
-    if algo.length_adaptive:
+    if algo.length_adaptive and algo.length_adaptive_per == "batch":
         state.length_coef = adapt_length_coef(state.length_coef, stats["reward/correct_frac"], algo.length_target_acc,
                                               algo.length_coef_rate, algo.length_coef_max)
+    if parts.length is not None:  # per-prompt coefficients and LASER-D targets learn from the step's groups
+        stats.update(parts.length.update())
     with phases("prepare"):
         batch, prepared = prepare(parts, batch)
     stats.update(prepared)
@@ -98,6 +119,9 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
         kl = update.get("kl/ref", stats.get("kl/ref"))
         if maybe_reset_reference(parts, step, kl):
             update["ref/reset"] = 1
+    if parts.online_rm is not None:  # the reward model learns from the verifier's labels of the step's samples
+        with phases("reward_model"):
+            update.update(parts.online_rm.update(step, seen, state.monitor.gold_result if state.monitor else None))
     # no sample with a non-zero advantage: the reward taught nothing this step (flat groups
     # without dynamic sampling, or none kept with it); a KL term alone may still move the weights
     no_signal = batch is None or batch.advantages is None or not bool(batch.advantages.any())

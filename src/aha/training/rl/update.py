@@ -13,9 +13,11 @@ from aha.algorithms import (
     cispo_loss,
     clipped_surrogate,
     clipped_value_loss,
+    gmpo_loss,
     gspo_surrogate,
     kl_estimate,
     policy_gradient_loss,
+    sapo_loss,
 )
 from aha.config import AlgorithmConfig
 from aha.models.compute import autocast
@@ -28,13 +30,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Learner:
-    """What the update touches: the policy, its optimizer, and the optional reference and critic."""
+    """What the update touches: the policy, its optimizer, the optional reference and critic, and
+    the optional distillation teacher (frozen: only read)."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     ref_model: torch.nn.Module | None = None
     critic: torch.nn.Module | None = None
     critic_optimizer: torch.optim.Optimizer | None = None
+    teacher: torch.nn.Module | None = None  # algorithm.teacher: frozen, loaded on its own (never a policy copy)
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ POLICY_LOSSES = {
     "cispo": lambda algo, logp, old, advantages, mask:
         cispo_loss(logp, old, advantages, algo.clip_low, algo.clip_high),
     "pg": lambda algo, logp, old, advantages, mask: policy_gradient_loss(logp, advantages),
+    "sapo": lambda algo, logp, old, advantages, mask:
+        sapo_loss(logp, old, advantages, algo.sapo_tau_pos, algo.sapo_tau_neg),
+    "gmpo": lambda algo, logp, old, advantages, mask:
+        gmpo_loss(logp, old, advantages, mask, algo.clip_low, algo.clip_high),
 }
 
 

@@ -14,13 +14,14 @@ from aha.algorithms.rejection import eligible, kept_rows, unsolved_groups
 from aha.config import load_config
 from aha.errors import TaskError
 from aha.models import load
+from aha.prompts import hinted
 from aha.rewards import build_reward
 from aha.rollout import HFEngine
 from aha.tasks import build_task, encode_prompts
 from aha.training.loop import train
 from aha.training.method import Setup
 from aha.training.phases import Phases
-from aha.training.supervised.rft import RFTMethod, hinted
+from aha.training.supervised.rft import RFTMethod
 
 QUIET = lambda *_: None  # noqa: E731
 NAN, INF = float("nan"), float("inf")

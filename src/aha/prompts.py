@@ -184,3 +184,15 @@ def encode_quoting(tokenizer, plain: PlainText, before: str, text: str, after: s
     head = tokenizer(before[:start], add_special_tokens=False)["input_ids"] if start else []
     tail = tokenizer(after[end:], add_special_tokens=False)["input_ids"] if end < len(after) else []
     return list(head) + plain(before[start:] + text + after[:end])["input_ids"] + list(tail)
+
+
+def hinted(sample: dict, hint: str) -> dict:
+    """The sample asked with its answer shown: `hint` (a template with {prompt} and {answer}) around
+    its question, or around a chat prompt's last user turn. Expert iteration's rationalisation
+    (rft.hint) and ExPO's guidance (algorithm.guidance_hint) ask this way."""
+    prompt = sample["prompt"]
+    if isinstance(prompt, list):
+        last = prompt[-1]
+        shown = hint.format(prompt=last["content"], answer=sample.get("answer"))
+        return {**sample, "prompt": [*prompt[:-1], {**last, "content": shown}]}
+    return {**sample, "prompt": hint.format(prompt=prompt, answer=sample.get("answer"))}

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from aha.config.sections import Strict
+from aha.config.sections import ANSWER_HINT, Strict
 
 
 class SFTConfig(Strict):
@@ -129,7 +129,7 @@ class RFTConfig(Strict):
     rationalize: bool = Field(False, description="STaR's rationalisation: a prompt none of whose samples passed is "
                                                  "asked again with its answer shown (rft.hint); passing retries are "
                                                  "learned as answers to the prompt without the hint")
-    hint: str = Field("{prompt}\n(The correct answer is {answer}.)", description="rationalize: the retry's prompt; "
+    hint: str = Field(ANSWER_HINT, description="rationalize: the retry's prompt; "
                       "{prompt} is the question (a chat prompt's last user turn), {answer} the sample's answer")
     steps_per_round: int = Field(2, ge=1, description="optimizer steps on each round's kept completions before the "
                                                       "next round samples (a round that keeps nothing is sampled "

@@ -6,6 +6,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# the default prompt of a retry shown its answer (rft.hint, algorithm.guidance_hint)
+ANSWER_HINT = "{prompt}\n(The correct answer is {answer}.)"
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

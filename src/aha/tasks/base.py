@@ -67,3 +67,13 @@ def resolve_path(path: str, base: str | Path) -> Path:
     if p.is_absolute() or p.exists():
         return p
     return Path(base) / p
+
+
+def check_answers(task: Task, key: str, fix: str) -> None:
+    """A TaskError naming the first training sample with no answer, for a method that shows
+    each prompt's answer to the policy (key: the setting that does; fix: what turns it off).
+    A streamed task is read through once."""
+    for sample in task.train:
+        if sample.get("answer") in (None, ""):
+            raise TaskError(f"{key} shows each prompt's answer, and task {task.name}'s training sample "
+                            f"{sample.get('id')!r} has none: give every sample an answer, or set {fix}")

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 
 from aha.algorithms.rejection import eligible, kept_rows, unsolved_groups
 from aha.config import Config, RFTConfig
-from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
-from aha.prompts import prompt_text
+from aha.prompts import hinted, prompt_text
 from aha.rewards import CompositeReward
 from aha.rollout import Rollouts
-from aha.tasks import PromptSampler, Task, encode_prompts
+from aha.tasks import PromptSampler, Task, check_answers, encode_prompts
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -49,17 +48,6 @@ class Round:
         return picked
 
 
-def hinted(sample: dict, hint: str) -> dict:
-    """The sample asked with its answer shown: rft.hint around its question (a chat prompt's
-    last user turn)."""
-    prompt = sample["prompt"]
-    if isinstance(prompt, list):
-        last = prompt[-1]
-        shown = hint.format(prompt=last["content"], answer=sample.get("answer"))
-        return {**sample, "prompt": [*prompt[:-1], {**last, "content": shown}]}
-    return {**sample, "prompt": hint.format(prompt=prompt, answer=sample.get("answer"))}
-
-
 def completion_of(ro: Rollouts, row: int) -> tuple[int, ...]:
     """The tokens the engine sampled for a row, through its stop token."""
     return tuple(ro.completion_ids[row, :int(ro.completion_mask[row].sum())].tolist())
@@ -80,11 +68,7 @@ class RFTMethod(CursorMethod):
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> None:
         """Rationalisation shows each prompt's answer: every training sample needs one."""
         if config.rft.rationalize:
-            for sample in task.train:
-                if sample.get("answer") in (None, ""):
-                    raise TaskError(f"rft.rationalize shows each prompt's answer, and task {task.name}'s training "
-                                    f"sample {sample.get('id')!r} has none: give every sample an answer, or set "
-                                    "rft.rationalize=false")
+            check_answers(task, "rft.rationalize", "rft.rationalize=false")
 
     def __init__(self, setup: Setup, prepared=None):
         self.setup = setup

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,12 +67,8 @@ def run(name: str, out: Path, train_file: Path, eval_file: Path, seed: int, step
     """One training run; returns (step, groups sampled so far, held-out accuracy) per evaluation
     and the groups trained over the run (those with an advantage)."""
     folder = out / f"{name}-seed{seed}"
-    command = [str(ROOT / ".venv/bin/aha"), "train", str(ROOT / "configs/quickstart.yaml"), "task.name=null",
-               f"task.data={train_file}", f"task.eval_data={eval_file}", f"seed={seed}", f"train.steps={steps}",
-               f"eval.every={every}", "train.report=false", f"train.checkpoint_every={steps}", f"output_dir={folder}",
-               *extra]
-    print("$", " ".join(command), flush=True)
-    subprocess.run(command, check=True)
+    if not finished(folder, steps):  # a finished run (an earlier invocation's) is read, not run again
+        train(folder, train_file, eval_file, seed, steps, every, extra)
     sampled, trained, points = 0, 0, []
     for line in (folder / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -81,6 +78,24 @@ def run(name: str, out: Path, train_file: Path, eval_file: Path, seed: int, step
         if "eval/accuracy" in record:
             points.append((record.get("step", 0), sampled, record["eval/accuracy"]))
     return points, trained
+
+
+def finished(folder: Path, steps: int) -> bool:
+    """Whether the run's metrics hold its final held-out accuracy."""
+    metrics = folder / "metrics.jsonl"
+    return metrics.is_file() and any(json.loads(line).get("step") == steps and "eval/accuracy" in json.loads(line)
+                                     for line in metrics.read_text().splitlines())
+
+
+def train(folder: Path, train_file: Path, eval_file: Path, seed: int, steps: int, every: int,
+          extra: list[str]) -> None:
+    command = [str(ROOT / ".venv/bin/aha"), "train", str(ROOT / "configs/quickstart.yaml"), "task.name=null",
+               f"task.data={train_file}", f"task.eval_data={eval_file}", f"seed={seed}", f"train.steps={steps}",
+               f"eval.every={every}", "train.report=false", f"train.checkpoint_every={steps}", f"output_dir={folder}",
+               *extra]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # 3 GB a run; the comparison reads the metrics only
 
 
 def rollouts_to_reach(points: list[tuple[int, int, float]], accuracy: float, group_size: int) -> int | None:
@@ -93,13 +108,15 @@ def rollouts_to_reach(points: list[tuple[int, int, float]], accuracy: float, gro
 
 def settings_of(args) -> dict[str, list[str]]:
     """Each run's overrides: the uniform sampler, the one-look filter, the filter after a second
-    look, and the target curriculum (prompts drawn toward a pass rate of --target-p)."""
+    look, the target curriculum (prompts drawn toward a pass rate of --target-p), and ExPO's
+    guidance for unsolved groups (algorithm.guidance=expo, with the uniform sampler)."""
     rounds = [f"algorithm.max_rounds={args.max_rounds}"]
     filter_ = ["curriculum.filter=true", f"curriculum.retest_after={args.retest_after}"]
     every = {"uniform": rounds, "filter": rounds + filter_,
              "second_look": rounds + filter_ + ["curriculum.filter_after=2"],
              "target": rounds + ["curriculum.weighting=target", f"curriculum.target_p={args.target_p}",
-                                 f"curriculum.prior={args.prior}"]}
+                                 f"curriculum.prior={args.prior}"],
+             "expo": rounds + ["algorithm.guidance=expo"]}
     return {name: every[name] for name in args.settings}
 
 
@@ -131,7 +148,8 @@ def main() -> None:
     parser.add_argument("--max-rounds", type=int, default=2, help="dynamic sampling's rounds a step (the demo's 2)")
     parser.add_argument("--retest-after", type=int, default=2, help="curriculum.retest_after of the filter run")
     parser.add_argument("--settings", nargs="+", default=["uniform", "filter"],
-                        choices=["uniform", "filter", "second_look", "target"], help="runs per seed (uniform first)")
+                        choices=["uniform", "filter", "second_look", "target", "expo"],
+                        help="runs per seed (uniform first); a finished run's folder is read, not run again")
     parser.add_argument("--target-p", type=float, default=0.5, help="curriculum.target_p of the target run")
     parser.add_argument("--prior", default="flat", choices=["flat", "pool"], help="curriculum.prior of the target run")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/curriculum")

@@ -64,10 +64,15 @@ def main() -> None:
     parser.add_argument("--evals", nargs="+", type=Path, required=True, help="each run's `aha eval --output` file")
     parser.add_argument("--base", type=Path, required=True, help="the base model's `aha eval --output` file")
     parser.add_argument("--last", type=int, default=5)
+    parser.add_argument("--tokenizer", type=Path, help="a model folder to count tokens with where a run's checkpoints "
+                                                       "were deleted (any checkpoint of the same model)")
     args = parser.parse_args()
     base = rows(args.base)
     for run, final in zip(args.runs, args.evals, strict=True):
-        checkpoint = max((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[1]))
+        checkpoints = list((run / "checkpoints").glob("step-*"))
+        if not checkpoints and args.tokenizer is None:
+            parser.error(f"{run} has no checkpoints to read its tokenizer from: pass --tokenizer MODEL_FOLDER")
+        checkpoint = max(checkpoints, key=lambda p: int(p.name.split("-")[1])) if checkpoints else args.tokenizer
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)  # a checkpoint holds the run's tokenizer
         count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
         samples = rows(run / "samples.jsonl")

@@ -10,7 +10,7 @@ from aha.training.loop import train
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 RECIPES = ["quickstart", "grpo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "gspo", "ppo_gae", "lora", "ray_async",
-           "procedural", "try_again", "curriculum", "sapo", "laser_d", "adlp_per_prompt"]
+           "procedural", "try_again", "curriculum", "sapo", "laser_d", "adlp_per_prompt", "expo"]
 ALWAYS = ["loss/total", "loss/policy", "kl/old", "entropy", "policy/clip_frac", "advantage/mean",
           "groups/zero_variance_frac", "reward/mean", "length/mean", "grad_norm", "optimizer_steps"]
 
@@ -24,7 +24,7 @@ def test_every_recipe_is_tested():
     # distill: tests/test_distill_runs.py::test_the_distill_recipe_runs_with_a_tiny_teacher (its teacher is a run's)
     # rm_online: tests/test_online_rm.py::test_the_rm_online_recipe_runs_with_a_tiny_reward_model (its reward model is
     # a run's)
-    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online"]
+    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online", "urpo"]
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
@@ -73,6 +73,25 @@ def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
         assert "monitor/gold_mean" in r and "monitor/repetition" in r
 
 
+def test_urpo_recipe_runs_on_the_tiny_model(tmp_path):
+    """The recipe as shipped on the tiny model: the referee's P(yes) is the only reward, the gold
+    verifier is logged beside it; numeric_answer marks the tiny model's random text wrong, so no
+    balanced judge prompts are found, and the metrics say so."""
+    config = load_config(CONFIGS / "urpo.yaml", [
+        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
+        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+        "eval.before=false", "eval.after=false", "algorithm.dynamic_sampling=false", "train.dtype=float32",
+    ])
+    assert config.reward == [] and config.referee.verifier == config.monitor.gold[0].fn == "numeric_answer"
+    summary = train(config, echo=lambda *_: None)
+    steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    for r in steps:
+        assert 0.0 < r["reward/referee"] < 1.0 and r["reward/mean"] == pytest.approx(r["reward/referee"])
+        assert r["referee/right_frac"] == 0.0 and r["referee/judged"] == r["referee/groups"] == 0
+        assert "monitor/gold_mean" in r and "referee/agreement" in r and "loss/policy" in r
+
+
 @pytest.mark.parametrize("name", RECIPES)
 def test_recipe_runs_on_the_tiny_model(tmp_path, name):
     # the random tiny model never answers right; a reward that varies within groups keeps
@@ -101,5 +120,7 @@ def test_recipe_runs_on_the_tiny_model(tmp_path, name):
             assert "loss/value" in r and "value/mean" in r
         if algo.length_shaping == "laser_d":
             assert "laser/target_mean" in r and "laser/bonus_frac" in r
+        if algo.guidance == "expo":
+            assert r["guidance/retries"] == 2 * r["guidance/unsolved_groups"]
         if algo.length_adaptive_per == "prompt":
             assert "length/penalty_coef" in r and r["length/prompts_tracked"] >= 2

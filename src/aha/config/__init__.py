@@ -20,6 +20,7 @@ from aha.config.method_sections import (
     RFTConfig,
     SFTConfig,
 )
+from aha.config.referee import RefereeConfig, referee_problems
 from aha.config.run_sections import EvalConfig, LoraConfig, MonitorConfig, RayConfig, TrackingConfig
 from aha.config.sections import (
     BUILT_IN_TASKS,
@@ -64,6 +65,7 @@ class Config(Strict):
     ray: RayConfig = RayConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
     env: EnvConfig = EnvConfig()
+    referee: RefereeConfig = RefereeConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
@@ -81,7 +83,8 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
-        problems = config_problems(self)  # the cross-checks between sections (config/checks.py)
+        # the cross-checks between sections (config/checks.py), then the referee's (config/referee.py)
+        problems = config_problems(self) + referee_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -148,7 +151,8 @@ def suggestion(location: tuple) -> str:
     # the same key in another section first (train.group_size: rollout.group_size), then a close spelling here
     elsewhere = [f"{name}.{leaf}" for name, section in sections() if leaf in section.model_fields]
     if model is Config and leaf in RewardSpec.model_fields:
-        elsewhere.append(f"reward: [{{{leaf}: ...}}]")
+        # a weight at the top is a reward component's far more often than referee.weight
+        elsewhere.insert(0 if leaf == "weight" else len(elsewhere), f"reward: [{{{leaf}: ...}}]")
     if elsewhere:
         return f" (did you mean {elsewhere[0]}?)"
     if leaf in OTHER_NAMES:  # another framework's name for one of ours

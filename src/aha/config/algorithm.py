@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from aha.config.sections import Strict
+from aha.config.sections import ANSWER_HINT, Strict
 
 
 class AlgorithmConfig(Strict):
@@ -84,6 +84,18 @@ class AlgorithmConfig(Strict):
                                                        "advantage")
     task_reward: bool = Field(True, description="false: the task reward is still computed and logged but gives no "
             "advantage, so only the teacher's term trains (needs teacher, and dynamic_sampling=false)")
+    # guidance for prompts the policy never solves (ExPO)
+    guidance: Literal["none", "expo"] = Field("none", description="expo: in a group where no completion passes, the "
+            "policy is asked again with the answer shown (guidance_hint); a retry that passes replaces one of the "
+            "group's completions, trained as an answer to the prompt without the hint (its old log-probs the "
+            "policy's own on that prompt, its advantage capped at guidance_cap). Needs an answer on every sample")
+    guidance_hint: str = Field(ANSWER_HINT, description="expo: the retry's prompt "
+            "({prompt} and {answer}; a chat prompt's last user turn is the {prompt})")
+    guidance_tries: int = Field(2, ge=1, description="expo: retries sampled per unsolved group; the first that passes "
+            "(reward total >= length_correct_min; not cut at the budget where truncated_reward or mask_truncated is "
+            "set) is used")
+    guidance_cap: float = Field(1.0, gt=0, description="expo: the largest advantage a guided completion gets (one "
+            "right among G-1 wrong has sqrt(G-1) under advantage_scale=std)")
     # critic (gae)
     critic_lr: float = Field(1e-5, description="gae: learning rate of the value model")
     value_clip: float | None = Field(0.2, gt=0, description="gae: PPO value clipping around the rollout-time values")

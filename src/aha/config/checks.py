@@ -102,6 +102,33 @@ SEARCH_RULES = [
          "eval.search searches single answers, not multi-turn episodes (env.name): unset one of them"),
 ]
 
+
+def expo(c) -> bool:
+    return c.algorithm.guidance == "expo"
+
+
+def bad_hint(hint: str) -> bool:
+    """A hint template that does not show the answer, or names a field other than prompt and answer."""
+    try:
+        return "{answer}" not in hint or hint.format(prompt="", answer="") is None
+    except (KeyError, IndexError, ValueError):
+        return True
+
+
+GUIDANCE_RULES = [
+    Rule(lambda c: expo(c) and c.method != "rl",
+         "algorithm.guidance=expo adds answer-shown retries to RL groups: method=rl only"),
+    Rule(lambda c: expo(c) and c.rollout.group_size < 2,
+         "algorithm.guidance=expo replaces one wrong completion of a group: rollout.group_size must be >= 2"),
+    Rule(lambda c: expo(c) and bad_hint(c.algorithm.guidance_hint),
+         "algorithm.guidance_hint must show the answer with {{answer}} and name no field but {{prompt}} and "
+         "{{answer}}: got {c.algorithm.guidance_hint!r}"),
+    *[Rule(lambda c, key=key: expo(c) and bool(setting(c, key)),
+           f"algorithm.guidance=expo does not work with {key} yet: set one of them")
+      for key in ("env.name", *DRIFTING, *INTERVENTIONS)],
+]
+
+
 RULES = [
     Rule(lambda c: c.algorithm.advantage == "grpo" and c.algorithm.advantage_scale == "std"
          and c.rollout.group_size < 2,
@@ -194,6 +221,7 @@ RULES = [
          "ray.reward_workers runs reward pools on Ray: give the slow rewards workers: N (>= 1)"),
     *LENGTH_SHAPING_RULES,
     *SEARCH_RULES,
+    *GUIDANCE_RULES,
 ]
 
 

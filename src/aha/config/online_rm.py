@@ -7,19 +7,20 @@ from __future__ import annotations
 from aha.config.sections import component_name
 
 
-def _verifier_problem(config, i: int) -> str | None:
-    """reward[i].online.verifier must name a rule: another reward component, else a gold one."""
-    spec = config.reward[i]
-    verifier, key = spec.online.verifier, f"reward[{i}].online.verifier"
-    if verifier == component_name(spec):
+def verifier_problem(config, verifier: str, key: str, learner=None) -> str | None:
+    """`verifier` (the value of `key`) must name a rule that labels samples right or wrong: a
+    component of reward other than `learner` (the reward model that learns from it), else one
+    of monitor.gold. Serves reward[i].online.verifier and referee.verifier."""
+    if learner is not None and verifier == component_name(learner):
         return f"{key} names the reward model that learns; name the rule verifier that labels its pairs"
-    found = [s for s in config.reward if s is not spec and component_name(s) == verifier] or \
+    found = [s for s in config.reward if s is not learner and component_name(s) == verifier] or \
             [s for s in config.monitor.gold if component_name(s) == verifier]
     if not found:
-        names = [component_name(s) for s in config.reward if s is not spec] + \
+        names = [component_name(s) for s in config.reward if s is not learner] + \
                 [f"monitor.gold: {component_name(s)}" for s in config.monitor.gold]
+        none = "are none besides the reward model" if learner is not None else "are none"
         return (f"{key}: no component of reward or monitor.gold is named {verifier!r} (there "
-                f"{'are: ' + ', '.join(names) if names else 'are none besides the reward model'}); add the verifier "
+                f"{'are: ' + ', '.join(names) if names else none}); add the verifier "
                 "to monitor.gold (never trained on) or to reward (weight 0 keeps it out of the total)")
     if found[0].model is not None:
         return f"{key}: {verifier!r} is a reward model; the verifier must be a rule (fn:), whose 'right' is trusted"
@@ -42,5 +43,6 @@ def online_problems(config) -> list[str]:
     if config.env.name is not None:
         problems.append(f"{key} is not supported with multi-turn episodes (env.name): an episode's reward is the "
                         "environment's")
-    problem = _verifier_problem(config, learning[0])
+    spec = config.reward[learning[0]]
+    problem = verifier_problem(config, spec.online.verifier, f"{key}.verifier", learner=spec)
     return problems + ([problem] if problem else [])

@@ -219,11 +219,12 @@ class CompositeReward:
 
 
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward",
-                 dtype: str = "auto", ray: RayConfig | None = None) -> CompositeReward:
+                 dtype: str = "auto", ray: RayConfig | None = None, empty_ok: bool = False) -> CompositeReward:
     """The composite of a config's reward list; errors name `section[i].key`. A reward model
     in it computes in dtype (pass the policy's, train.dtype) unless its args.dtype is set.
-    With ray.reward_workers, a reward's `workers: N` pool is N Ray actors (RayRewardPool)."""
-    if not specs:
+    With ray.reward_workers, a reward's `workers: N` pool is N Ray actors (RayRewardPool).
+    empty_ok: an empty list is a reward of 0 (the policy as its own referee adds the score)."""
+    if not specs and not empty_ok:
         raise RewardError(f"{section}: at least one reward function is required")
     components: list[Component] = []
     for i, spec in enumerate(specs):

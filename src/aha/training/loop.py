@@ -117,7 +117,9 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
     seed_everything(config.seed)
     method_class = method_for(config)
     task = build_task(config.task, config.base_dir)
-    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray)
+    # reward: [] is allowed when the policy is its own referee (config.referee): its score is the reward
+    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray,
+                          empty_ok=config.referee.verifier is not None)
     prepared = engine = None
     try:
         prepared = method_class.prepare(config, task, reward)

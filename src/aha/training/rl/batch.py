@@ -12,7 +12,7 @@ from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
 ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "teacher_logprobs",
-              "old_values", "returns", "is_weights")
+              "old_values", "returns", "is_weights", "guided")
 
 
 @dataclass
@@ -30,6 +30,7 @@ class Batch:
     old_values: torch.Tensor | None = None  # (N, T) critic at rollout time (gae)
     returns: torch.Tensor | None = None  # (N, T) value targets (gae)
     is_weights: torch.Tensor | None = None  # (N, T) truncated importance weights
+    guided: torch.Tensor | None = None  # (N,) bool: ExPO's answer-shown retries in place of sampled rows
 
     def __len__(self) -> int:
         return len(self.rollouts)

@@ -71,12 +71,16 @@ def generated(rollouts: Rollouts) -> list[int]:
     return [int(n) for n in rollouts.lengths().tolist()]
 
 
-def score_round(parts: StepParts, round_: Round, length_coef: float) -> Scored:
-    """The reward's scores (an episode's own), shaped by the run's length rules."""
+def score_round(parts: StepParts, round_: Round, length_coef: float, result: RewardResult | None = None) -> Scored:
+    """The reward's scores (an episode's own), shaped by the run's length rules. result: the
+    scores when they are known (a round with guided rows: their retries' scores)."""
     algo, rollouts = parts.config.algorithm, round_.rollouts
     samples = [round_.chosen[i] for i in rollouts.prompt_index.tolist()]
-    result = (round_.episodes.result if round_.episodes is not None
-              else parts.reward.score(rollouts.texts, samples, generated(rollouts)))
+    if result is None:
+        result = (round_.episodes.result if round_.episodes is not None
+                  else parts.reward.score(rollouts.texts, samples, generated(rollouts)))
+        if parts.referee is not None:  # URPO: the live policy judges each completion too (reward/referee)
+            result = parts.referee.judge(result, rollouts.texts, samples)
     coef, targets = length_coef, None
     if parts.length is not None:  # A-DLP per prompt, LASER-D targets by the group's difficulty
         coef = parts.length.coef(samples, length_coef)
@@ -192,6 +196,21 @@ def example_records(round_: Round, scored: Scored, continued: torch.Tensor | Non
             for i in range(0, len(rollouts), max(1, group_size))]
 
 
+def guide(parts: StepParts, round_: Round, scored: Scored, length_coef: float, phases: Phases,
+          counts: Counter) -> tuple[Round, Scored, torch.Tensor | None]:
+    """ExPO (algorithm.guidance=expo): an unsolved group's answer-shown retry in place of one
+    wrong row, scored and shaped like the rest (training/rl/guidance.py); which rows those are
+    (None without guidance). counts gathers what guidance did over the step's rounds."""
+    if parts.guidance is None:
+        return round_, scored, None
+    done = parts.guidance.apply(parts, round_.chosen, round_.rollouts, scored.result, phases)
+    counts.update(done.counts())
+    if done.found:
+        round_ = replace(round_, rollouts=done.rollouts)
+        scored = score_round(parts, round_, length_coef, done.result)
+    return round_, scored, done.guided
+
+
 def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
             first: tuple[list[dict], Rollouts] | None = None, version: int = 0
             ) -> tuple[Batch | None, dict, list[dict], RoundStats]:
@@ -209,7 +228,7 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
     rollout, algo, engine = parts.config.rollout, parts.config.algorithm, parts.engine
     G = rollout.group_size
     kept: list[Batch] = []
-    kept_groups, examples, seen = 0, [], RoundStats()
+    kept_groups, examples, seen, guide_counts = 0, [], RoundStats(), Counter()
     for _ in range(algo.max_rounds if algo.dynamic_sampling else 1):
         with phases("generate"):
             round_, first = draw_round(parts, first, version), None
@@ -225,6 +244,7 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
                      if rollout.force_continue else None)
         seen.add(round_, scored, continued, G)
         examples = examples or example_records(round_, scored, continued, G)
+        round_, scored, guided = guide(parts, round_, scored, length_coef, phases, guide_counts)
         rewards = scored.rewards
         if algo.reward_noise:
             rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
@@ -233,14 +253,14 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
         keep = informative if algo.dynamic_sampling else torch.ones_like(informative)
         keep_groups = keep.nonzero().view(-1)[:rollout.prompts_per_step - kept_groups]
         if len(keep_groups):
-            kept.append(Batch(round_.rollouts, rewards, baseline,
-                              scored.step_rewards).select(group_rows(keep_groups, G)))
+            kept.append(Batch(round_.rollouts, rewards, baseline, scored.step_rewards,
+                              guided=guided).select(group_rows(keep_groups, G)))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
             break
     stats = {**seen.summary(rollout, algo, kept_groups),
              **(parts.partial.last_stats if parts.partial is not None else {}),  # of the step's last round
-             **parts.sampler.stats()}
+             **parts.sampler.stats(), **guide_counts}
     if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
         kept = [b if b.step_rewards is not None
                 else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape)) for b in kept]

@@ -19,6 +19,7 @@ from aha.algorithms import (
     remax_advantages,
     rloo_advantages,
 )
+from aha.algorithms.guidance import cap_guided_advantages
 from aha.config import AlgorithmConfig
 from aha.training.rl.batch import Batch
 
@@ -89,6 +90,10 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         raise ValueError(f"unknown advantage estimator {algo.advantage!r}")
     if algo.whiten_advantages:
         advantages = masked_whiten(advantages, trusted)
+    if batch.guided is not None:  # ExPO's answer-shown rows: an off-policy positive may not dominate its group
+        advantages = cap_guided_advantages(advantages, batch.guided, algo.guidance_cap)
+        if batch.guided.any():
+            stats["guidance/advantage_mean"] = float(masked_mean(advantages[batch.guided], mask[batch.guided]))
     batch.advantages = advantages
     stats["advantage/mean"] = float(masked_mean(advantages, mask))
     stats["advantage/abs_mean"] = float(masked_mean(advantages.abs(), mask))

@@ -14,7 +14,7 @@ from aha.models.adapters import trainable_parameters
 from aha.models.loading import LoadedModel
 from aha.models.value import ValueModel
 from aha.rewards import CompositeReward, build_reward
-from aha.tasks import Task, encode_prompts
+from aha.tasks import Task, check_answers, encode_prompts
 from aha.tasks.schedule import build_sampler
 from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
@@ -22,10 +22,12 @@ from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.optimizer import build_optimizer
 from aha.training.phases import Phases
+from aha.training.rl.guidance import Guidance
 from aha.training.rl.length import build_length_shaping
 from aha.training.rl.online_rm import build_online_rm, learning_reward_model
 from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
+from aha.training.rl.referee import build_referee
 from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.step import run_step
 from aha.training.rl.teacher import check_teacher, check_teacher_path, load_teacher
@@ -90,6 +92,8 @@ class RLMethod(Method):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> Gold:
         check_teacher_path(config)  # a missing teacher fails before anything loads
+        if config.algorithm.guidance == "expo":
+            check_answers(task, "algorithm.guidance=expo", "algorithm.guidance=none")
         gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype,
                             ray=config.ray) if config.monitor.gold else None
         try:
@@ -117,8 +121,12 @@ class RLMethod(Method):
                       setup.dtype)
         self.length = build_length_shaping(algo, ro.max_new_tokens, ro.group_size)
         self.online_rm = build_online_rm(config, setup.reward)  # reward[i].online: a reward model that learns
+        # config.referee: the policy as its own referee (URPO); it is the policy, so nothing more to checkpoint
+        self.referee = build_referee(config, self.learner.model, setup.engine, setup.task, setup.dtype)
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
-                               self.replay, self.partial, setup.env, self.length, online_rm=self.online_rm)
+                               self.replay, self.partial, setup.env, self.length, online_rm=self.online_rm,
+                               referee=self.referee,
+                               guidance=Guidance(algo, ro.group_size) if algo.guidance == "expo" else None)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)
         if self.online_rm is not None:  # the reward the policy trains on is part of the run's state

@@ -52,6 +52,18 @@ def learning_reward_model(config: Config, reward: CompositeReward) -> tuple[int,
     return i, learned
 
 
+def verifier_scores(verifier: str, from_gold: bool, seen: RoundStats, gold: RewardResult | None
+                    ) -> torch.Tensor | None:
+    """(N,) the rule verifier's scores of the step's samples, from monitor.gold's result
+    (from_gold) or the reward's own components; None if they do not line up with the samples.
+    The labels of a reward model that learns online and of the referee (training/rl/referee.py)."""
+    if from_gold:
+        values = None if gold is None else gold.components.get(verifier)
+    else:
+        values = torch.cat(seen.components[verifier]) if verifier in seen.components else None
+    return values if values is not None and len(values) == len(seen.texts) else None
+
+
 @dataclass
 class OnlineRM:
     """The reward model that learns, its optimizer, and where its labels come from."""
@@ -66,12 +78,7 @@ class OnlineRM:
     max_grad_norm: float
 
     def labels(self, seen: RoundStats, gold: RewardResult | None) -> torch.Tensor | None:
-        """(N,) the verifier's scores of the step's samples; None if they do not line up with them."""
-        if self.from_gold:
-            values = None if gold is None else gold.components.get(self.cfg.verifier)
-        else:
-            values = torch.cat(seen.components[self.cfg.verifier]) if self.cfg.verifier in seen.components else None
-        return values if values is not None and len(values) == len(seen.texts) else None
+        return verifier_scores(self.cfg.verifier, self.from_gold, seen, gold)
 
     def update(self, step: int, seen: RoundStats, gold: RewardResult | None) -> dict:
         """The reward model's agreement with the verifier on the step's samples; on every

@@ -10,9 +10,11 @@ from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import PromptSampler, Task
 from aha.training.monitor import HackingMonitor
+from aha.training.rl.guidance import Guidance
 from aha.training.rl.length import LengthShaping
 from aha.training.rl.online_rm import OnlineRM
 from aha.training.rl.partial import PartialRollouts
+from aha.training.rl.referee import Referee
 from aha.training.rl.replay import ReplayBuffer
 from aha.training.rl.update import Learner, Shape
 
@@ -34,6 +36,8 @@ class StepParts:
     env: EpisodeRunner | None = None  # multi-turn episodes (config.env)
     length: LengthShaping | None = None  # LASER-D targets, A-DLP per prompt (None: neither is on)
     online_rm: OnlineRM | None = None  # a reward model that learns during RL (reward[i].online)
+    referee: Referee | None = None  # the policy as its own referee (URPO, config.referee)
+    guidance: Guidance | None = None  # ExPO's answer-shown retries for unsolved groups (algorithm.guidance)
 
 
 @dataclass

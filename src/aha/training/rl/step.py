@@ -7,7 +7,7 @@ from collections.abc import Callable
 from aha.algorithms import adapt_length_coef, importance_weights, masked_mean, outside_fractions
 from aha.training.alarms import check_reward_failures
 from aha.training.phases import Phases
-from aha.training.rl.batch import Batch
+from aha.training.rl.batch import Batch, group_rows
 from aha.training.rl.collect import collect
 from aha.training.rl.estimate import add_teacher_term, estimate_advantages
 from aha.training.rl.parts import RLState, StepParts
@@ -27,6 +27,19 @@ def importance_correction(batch: Batch, algo) -> dict:
             "is/weight_mean": float(masked_mean(batch.is_weights, mask))}
 
 
+def own_logprobs_of_guided(batch: Batch, model, shape) -> None:
+    """ExPO's guided rows were sampled with the answer shown: the engine's log-probs are of the
+    hinted prompt. Their "sampling" log-probs become the policy's own on the prompt the row is
+    trained on, so the ratio starts at 1 and any KL or importance weight reads the policy that
+    is trained (forward over the guided rows' whole groups only)."""
+    G = shape.group_size
+    groups = batch.guided.view(-1, G).any(dim=1).nonzero().view(-1)
+    rows = group_rows(groups, G)
+    own = forward_logprobs(model, batch.select(rows), shape)
+    guided = batch.guided[rows]
+    batch.rollouts.sampling_logprobs[rows[guided]] = own[guided].to(batch.rollouts.sampling_logprobs.dtype)
+
+
 def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
     """Compute everything the update needs that does not change during it: advantages (with a
     distillation teacher's term), replayed groups, the ratio's denominator, reference and
@@ -34,6 +47,8 @@ def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
     batch is None when no fresh group was kept; replay may still fill the step."""
     algo, learner, shape = parts.config.algorithm, parts.learner, parts.shape
     stats = {}
+    if batch is not None and batch.guided is not None and bool(batch.guided.any()):
+        own_logprobs_of_guided(batch, learner.model, shape)
     if batch is not None:
         if learner.ref_model is not None and algo.kl_in == "reward":
             batch.ref_logprobs = forward_logprobs(learner.ref_model, batch, shape)
@@ -86,7 +101,8 @@ def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) 
 def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=None,
              after_collect: Callable[[], None] | None = None) -> tuple[dict, list[dict]]:
     """Returns the step's metrics record and example completions; updates state. The phases:
-    generate and score (collect), prepare (advantages, reference and old log-probs), update,
+    generate and score (collect), referee (the policy's verdicts on the step's answers, which
+    join the batch: config.referee), prepare (advantages, reference and old log-probs), update,
     reward_model (a reward model that learns during RL, reward[i].online).
     first: the first round's (prompts, rollouts) sampled ahead; after_collect runs once the
     step's samples are in, before the update (asynchronous RL submits the next step's there)."""
@@ -108,6 +124,12 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
                                               algo.length_coef_rate, algo.length_coef_max)
     if parts.length is not None:  # per-prompt coefficients and LASER-D targets learn from the step's groups
         stats.update(parts.length.update())
+    if parts.referee is not None:  # URPO: verdicts on the step's answers join the batch (the verifier's labels)
+        gold = state.monitor.gold_result if state.monitor is not None else None
+        with phases("referee"):
+            judged, referee_stats = parts.referee.groups(step, seen, gold)
+        stats.update(referee_stats)
+        batch = parts.referee.join(batch, judged, parts.engine.pad_id)
     with phases("prepare"):
         batch, prepared = prepare(parts, batch)
     stats.update(prepared)

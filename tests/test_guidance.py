@@ -177,3 +177,44 @@ def test_guidance_needs_an_answer_for_every_training_prompt(tmp_path):
     task = build_task(config.task, config.base_dir)
     with pytest.raises(TaskError, match=r"guidance=expo shows each prompt's answer.*'train.jsonl:2' has none"):
         RLMethod.prepare(config, task, None)
+
+
+# a dict reward that names a diagnostic part only where it fails: the round's completions fail
+# ({correct: 0, miss: 0}), the retries after them (2 a group) pass ({correct: 1})
+VARYING = (f"scored = []\ndef varying(completion, sample):\n    scored.append(1)\n"
+           f"    if (len(scored) - 1) % {PROMPTS * (G + 2)} < {PROMPTS * G}:\n"
+           f"        return {{'correct': 0.0, 'miss': 0.0}}\n    return {{'correct': 1.0}}\n")
+
+
+def test_guidance_keeps_the_parts_of_a_dict_reward_that_only_the_round_or_the_retries_name(tmp_path):
+    """A dict reward may name a part on some rows only (CompositeReward builds a component from
+    the rows that give it): the merged result keeps every part, 0 where a row did not name it."""
+    (tmp_path / "varying.py").write_text(VARYING)
+    config = load_config(None, [
+        "model=tiny", f"output_dir={tmp_path / 'run'}", "task.name=arithmetic", "task.num_eval=4",
+        f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={G}", "rollout.max_new_tokens=8",
+        "algorithm.guidance=expo", "algorithm.guidance_tries=2",
+        f"reward=[{{fn: '{tmp_path}/varying.py:varying'}}]", "eval.before=false", "eval.after=false"])
+    lm = load("tiny", seed=0)
+    task = build_task(config.task, config.base_dir)
+    reward = build_reward(config.reward, config.base_dir)
+    engine = RecordingEngine(lm.model, lm.tokenizer, config.rollout.max_new_tokens)
+    torch.manual_seed(0)
+    chosen = task.train[:PROMPTS]
+    sampled = engine.generate(encode_prompts(engine.tokenizer, task, chosen), group_size=G)
+    result = reward.score(sampled.texts, [chosen[i] for i in sampled.prompt_index.tolist()])
+    assert result.total.tolist() == [0.0] * (PROMPTS * G) and len(result.components) == 2
+    parts = SimpleNamespace(engine=engine, task=task, reward=reward)
+    done = Guidance(config.algorithm, G).apply(parts, chosen, sampled, result, Phases())
+    assert done.found == PROMPTS and set(done.result.components) == set(result.components)
+    miss = next(v for k, v in done.result.components.items() if k.endswith("miss"))
+    assert miss.tolist() == [0.0] * (PROMPTS * G)
+
+
+def test_a_hint_whose_answer_braces_are_escaped_is_refused():
+    """An escaped "{{answer}}" is shown as the text "{answer}": the retries would never see the
+    answer, so the config refuses it."""
+    hint = "{prompt} Hint: {{answer}}"
+    assert "{answer}" in hint.format(prompt="q", answer="42")  # the answer is never shown
+    with pytest.raises(ConfigError, match="guidance_hint"):
+        load_config(None, ["model=tiny", "algorithm.guidance=expo", f"algorithm.guidance_hint='{hint}'"])

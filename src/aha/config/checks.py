@@ -8,6 +8,7 @@ method=rl only; two keys that exclude each other)."""
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,11 +109,13 @@ def expo(c) -> bool:
 
 
 def bad_hint(hint: str) -> bool:
-    """A hint template that does not show the answer, or names a field other than prompt and answer."""
+    """A hint template that does not show the answer (an escaped {{answer}} does not), or names a
+    field other than prompt and answer, or does not parse."""
     try:
-        return "{answer}" not in hint or hint.format(prompt="", answer="") is None
-    except (KeyError, IndexError, ValueError):
+        fields = [name for _, name, _, _ in string.Formatter().parse(hint) if name is not None]
+    except ValueError:
         return True
+    return "answer" not in fields or any(name not in ("prompt", "answer") for name in fields)
 
 
 GUIDANCE_RULES = [

@@ -35,12 +35,16 @@ def merged_result(result: RewardResult, extra: RewardResult, order: list[int]) -
     report what the policy's own samples did."""
     index = torch.tensor(order, dtype=torch.long)
     pick = lambda a, b: torch.cat([a, b])[index]  # noqa: E731
+    # a dict reward may name a part on some rows only: a part one side lacks is 0 there, as the
+    # reward itself gives a row that does not name it
+    names = list(result.components) + [name for name in extra.components if name not in result.components]
+    part = lambda r, name: r.components.get(name, torch.zeros(len(r.total)))  # noqa: E731
     steps = None
     if result.steps is not None or extra.steps is not None:
         both = (result.steps or [[] for _ in result.total]) + (extra.steps or [[] for _ in extra.total])
         steps = [both[i] for i in order]
     return RewardResult(pick(result.total, extra.total),
-                        {name: pick(values, extra.components[name]) for name, values in result.components.items()},
+                        {name: pick(part(result, name), part(extra, name)) for name in names},
                         pick(result.failed, extra.failed), dict(result.failures), steps)
 
 

@@ -170,6 +170,9 @@ class Referee:
 
     def join(self, batch: Batch | None, judged: Batch | None, pad_id: int) -> Batch | None:
         """The step's batch with the referee's groups after its own (either may be None)."""
+        if judged is not None:  # a verdict is whole once its first word is read: mask_truncated must not drop it
+            judged = replace(judged, rollouts=replace(judged.rollouts,
+                                                      truncated=torch.zeros(len(judged), dtype=torch.bool)))
         if judged is None or batch is None:
             return batch if judged is None else judged
         if batch.step_rewards is not None:  # a verdict is paid at its last token only

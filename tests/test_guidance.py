@@ -190,23 +190,9 @@ def test_guidance_keeps_the_parts_of_a_dict_reward_that_only_the_round_or_the_re
     """A dict reward may name a part on some rows only (CompositeReward builds a component from
     the rows that give it): the merged result keeps every part, 0 where a row did not name it."""
     (tmp_path / "varying.py").write_text(VARYING)
-    config = load_config(None, [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "task.name=arithmetic", "task.num_eval=4",
-        f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={G}", "rollout.max_new_tokens=8",
-        "algorithm.guidance=expo", "algorithm.guidance_tries=2",
-        f"reward=[{{fn: '{tmp_path}/varying.py:varying'}}]", "eval.before=false", "eval.after=false"])
-    lm = load("tiny", seed=0)
-    task = build_task(config.task, config.base_dir)
-    reward = build_reward(config.reward, config.base_dir)
-    engine = RecordingEngine(lm.model, lm.tokenizer, config.rollout.max_new_tokens)
-    torch.manual_seed(0)
-    chosen = task.train[:PROMPTS]
-    sampled = engine.generate(encode_prompts(engine.tokenizer, task, chosen), group_size=G)
-    result = reward.score(sampled.texts, [chosen[i] for i in sampled.prompt_index.tolist()])
-    assert result.total.tolist() == [0.0] * (PROMPTS * G) and len(result.components) == 2
-    parts = SimpleNamespace(engine=engine, task=task, reward=reward)
-    done = Guidance(config.algorithm, G).apply(parts, chosen, sampled, result, Phases())
-    assert done.found == PROMPTS and set(done.result.components) == set(result.components)
+    *_, done = guided_round(tmp_path, f"reward=[{{fn: '{tmp_path}/varying.py:varying'}}]", "algorithm.guidance_tries=2",
+                            "rollout.max_new_tokens=8", "algorithm.truncated_reward=null")
+    assert done.found == PROMPTS and {k.rsplit("/", 1)[-1] for k in done.result.components} == {"correct", "miss"}
     miss = next(v for k, v in done.result.components.items() if k.endswith("miss"))
     assert miss.tolist() == [0.0] * (PROMPTS * G)
 

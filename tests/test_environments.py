@@ -219,12 +219,15 @@ def test_tool_use_shows_a_calculation_and_judges_the_answer():
     prompt = env.reset(SAMPLES[1])
     assert prompt.startswith("What is 12 * 4?\n\nYou may use tools") and "<calc>" in prompt
     call = env.step("Let me compute. <calc>12 * 4</calc>")
-    assert (call.reward, call.done, call.observation, call.info) == (0.0, False, "Output: 48", {"tool_calls": 1.0})
+    counts = {"tool_calls": 1.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
+    assert (call.reward, call.done, call.observation, call.info) == (0.0, False, "Output: 48", counts)
     # cut at the budget
     assert env.step("<calc>12 *").observation == "Output: error: not an arithmetic expression: 12 *"
     assert env.step("<python>print(1)</python>").observation == "Output: error: the python tool is not available"
     final = env.step("The answer is 48.")
-    assert (final.reward, final.done, final.info) == (1.0, True, {"tool_calls": 3.0, "correct": 1.0})
+    # the cut calculation and the missing python tool are errors
+    assert (final.reward, final.done, final.info) == (1.0, True, {"tool_calls": 3.0, "tool_errors": 2.0,
+                                                                  "tool_timeouts": 0.0, "correct": 1.0})
     chat = ToolUse(None).reset({"prompt": [{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}]})
     assert chat[0] == {"role": "system", "content": "S"} and chat[1]["content"].startswith("Q\n\nYou may use tools")
     with pytest.raises(ValueError, match="unknown tool"):

@@ -143,7 +143,7 @@ def test_an_rl_step_scores_with_the_generated_token_counts():
     baseline = rollouts_of(["g"], [4])  # ReMax's greedy completion
     engine = types.SimpleNamespace(generate=lambda prompts, **settings: baseline, tokenizer=None)
     parts = types.SimpleNamespace(config=config, reward=counting_reward(), engine=engine, env=None,
-                                  length=None, referee=None)
+                                  length=None, referee=None, likelihood=None)
     round_ = collect.Round([{"id": "p"}] * 3, [[1]] * 3, rollouts)
     scored = collect.score_round(parts, round_, 0.0)
     assert scored.result.components["seen"].tolist() == [3.0, 9.0, 5.0]

@@ -24,7 +24,15 @@ def test_every_recipe_is_tested():
     # distill: tests/test_distill_runs.py::test_the_distill_recipe_runs_with_a_tiny_teacher (its teacher is a run's)
     # rm_online: tests/test_online_rm.py::test_the_rm_online_recipe_runs_with_a_tiny_reward_model (its reward model is
     # a run's)
-    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online", "urpo"]
+    # prm_grpo_steps: tests/test_step_rewards.py::test_the_prm_grpo_steps_recipe_runs_with_a_tiny_prm (its PRM is a
+    # run's)
+    # rubric_checklist: tests/test_rubrics.py::test_the_rubric_checklist_recipe_runs_with_a_tiny_judge
+    # tool_lookup, sql_shop: tests/test_user_tools.py, tests/test_sql_reward.py (their JSONL tasks and tool/database)
+    # mixture: tests/test_mixture.py::test_the_mixture_recipe_runs_on_the_tiny_model (its tasks are a list)
+    # judge_training, pairwise_judge: tests/test_pairwise.py (aha data --judge-from's prompts; a tiny judge)
+    listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online", "urpo", "verifree",
+                                                    "prm_grpo_steps", "rubric_checklist", "tool_lookup", "sql_shop",
+                                                    "mixture", "judge_training", "pairwise_judge"]
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
@@ -71,6 +79,24 @@ def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
     for r in steps:
         assert 0.0 < r["reward/judge"] < 1.0 and r["reward/failed"] == 0
         assert "monitor/gold_mean" in r and "monitor/repetition" in r
+
+
+def test_verifree_recipe_runs_on_the_tiny_model(tmp_path):
+    """The recipe as shipped on the tiny model: the policy's likelihood of the reference answer
+    is the only reward, the gold verifier is logged beside it."""
+    config = load_config(CONFIGS / "verifree.yaml", [
+        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
+        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+        "eval.before=false", "eval.after=false", "algorithm.dynamic_sampling=false", "train.dtype=float32",
+        "algorithm.truncated_reward=null",  # the tiny model never stops: keep its likelihood
+    ])
+    assert config.reward == [] and config.likelihood_reward.weight == 1.0
+    summary = train(config, echo=lambda *_: None)
+    steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    for r in steps:
+        assert 0.0 < r["reward/likelihood"] < 1.0 and r["reward/mean"] == pytest.approx(r["reward/likelihood"])
+        assert "monitor/gold_mean" in r and "loss/policy" in r
 
 
 def test_urpo_recipe_runs_on_the_tiny_model(tmp_path):

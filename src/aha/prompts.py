@@ -86,17 +86,20 @@ def token_ids(encoded) -> list[int]:
     return list(encoded)
 
 
-def encode_prompts(tokenizer, task: PromptStyle, samples: list[dict]) -> list[list[int]]:
+def encode_prompts(tokenizer, task: PromptStyle, samples: list[dict],
+                   tools: list[dict] | None = None) -> list[list[int]]:
     """Prompt token ids through the tokenizer's chat template (plain text where it has none),
     ready for generation. These ids travel with the rollout to the learner: nothing is
-    re-tokenised later."""
+    re-tokenised later. tools: JSON schemas of the functions the model may call, given to a
+    template that shows them (apply_chat_template(tools=...); one that does not ignores them)."""
     out = []
     templated = getattr(tokenizer, "chat_template", None) is not None
+    described = {"tools": tools} if tools else {}
     for sample in samples:
         messages = chat_messages(task, sample)
         if templated:
             try:
-                ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+                ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **described)
             except Exception as err:  # noqa: BLE001 - a template that rejects this conversation (roles, a system turn)
                 raise TaskError(f"sample {sample.get('id', '?')!r}: the model's chat template cannot write its prompt "
                                 f"({type(err).__name__}: {str(err)[:300]}); messages: "

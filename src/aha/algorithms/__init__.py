@@ -52,6 +52,7 @@ from aha.algorithms.losses import (
     sequence_log_ratio,
     truncated_is_weights,
 )
+from aha.algorithms.pairwise import WinRates, win_rates
 from aha.algorithms.preference import (
     bco_pair_loss,
     bradley_terry_loss,
@@ -74,6 +75,12 @@ from aha.algorithms.shaping import (
     outcome_token_rewards,
     overlong_penalty,
     replay_priorities,
+)
+from aha.algorithms.step_rewards import (
+    STEP_TRANSFORMS,
+    flat_step_groups,
+    step_group_advantages,
+    transform_step_rewards,
 )
 from aha.algorithms.surrogates import gmpo_loss, sapo_loss
 
@@ -100,4 +107,6 @@ __all__ = [
     "advantage_share", "distillation_advantages",
     "IS_LEVELS", "IS_MODES", "gmpo_loss", "importance_log_ratio", "importance_weights", "outside_fractions",
     "sapo_loss",
+    "WinRates", "win_rates",
+    "STEP_TRANSFORMS", "flat_step_groups", "step_group_advantages", "transform_step_rewards",
 ]

@@ -95,6 +95,14 @@ def data(args) -> int:
 
     if args.config and "=" in args.config and not os.path.exists(args.config):
         args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
+    if args.judge_from:  # the pairs alone: no task, no model
+        from aha.tasks.judge_pairs import write_judge_data
+
+        if args.from_model:
+            print("aha: error: --judge-from and --from-model write different data; give one", file=sys.stderr)
+            return 2
+        print(write_judge_data(args.judge_from, args.out).describe())
+        return 0
     config = load_config(args.config, args.overrides)
     if args.from_model:
         from aha.eval.distill_data import write_teacher_data
@@ -204,6 +212,7 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
     from pathlib import Path
 
     from aha.eval import evaluate
+    from aha.eval.runner import by_task
     from aha.eval.scoring import build_scorer, held_out_name
     from aha.eval.study import load_for_eval
     from aha.models import load
@@ -242,7 +251,9 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
     source = checkpoint or model or loaded.name
     print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
           f"({result.n} problems; right: {scorer.describe})")
-    if result.metrics:  # multi-turn episodes
+    if by_task(result.metrics):  # a task mixture
+        print(f"  by task: {by_task(result.metrics)}")
+    if "eval/first_turn_accuracy" in result.metrics:  # multi-turn episodes
         print(f"  {config.env.name} episodes of up to {config.env.max_turns} turns: first-turn accuracy "
               f"{result.metrics['eval/first_turn_accuracy']:.1%}, final {result.accuracy:.1%}, "
               f"mean turns {result.metrics['eval/turns']:.2f}, mean return {result.metrics['eval/return']:.3f}")

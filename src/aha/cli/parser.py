@@ -89,3 +89,6 @@ def _tools(sub) -> None:
     da.add_argument("--verified-only", action="store_true", help="with --from-model: keep only completions with the "
                     "full score of eval.scorer (by default the config's reward >= eval.correct_threshold)")
     da.add_argument("--limit", type=int, help="with --from-model: sample only the first N training prompts")
+    da.add_argument("--judge-from", metavar="PAIRS", help="a preference JSONL (prompt, chosen, rejected) as A/B judge "
+                    "prompts, each pair in both orders, answers A or B: OUT/judge_<name>.jsonl, to train a pairwise "
+                    "judge by RL with fn: multiple_choice")

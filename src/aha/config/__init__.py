@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
+from aha.config.likelihood import LikelihoodRewardConfig, likelihood_problems
 from aha.config.method_sections import (
     PreferenceConfig,
     ProcessRewardConfig,
@@ -20,6 +21,7 @@ from aha.config.method_sections import (
     RFTConfig,
     SFTConfig,
 )
+from aha.config.mixture import TaskSection, fill_mixture_rewards, mixture_problems
 from aha.config.referee import RefereeConfig, referee_problems
 from aha.config.run_sections import EvalConfig, LoraConfig, MonitorConfig, RayConfig, TrackingConfig
 from aha.config.sections import (
@@ -29,7 +31,7 @@ from aha.config.sections import (
     RewardSpec,
     RolloutConfig,
     Strict,
-    TaskConfig,
+    TaskConfig,  # noqa: F401 - re-exported: tasks/ type a task's knobs with it
     TrainConfig,
 )
 
@@ -51,7 +53,7 @@ class Config(Strict):
                                                         "log.txt, checkpoints/, report.html")
     seed: int = Field(0, description="seeds the model's sampling, the prompt order and every other random choice of "
                                      "the run")
-    task: TaskConfig = TaskConfig(name="arithmetic")
+    task: TaskSection = TaskSection(name="arithmetic")
     reward: list[RewardSpec] = Field([RewardSpec(fn="aha.rewards:numeric_answer")], description="the reward: a list of "
             "components (fn or model each), summed, multiplied or gated into one total; a built-in task's own verifier "
             "when left out")
@@ -66,6 +68,7 @@ class Config(Strict):
     curriculum: CurriculumConfig = CurriculumConfig()
     env: EnvConfig = EnvConfig()
     referee: RefereeConfig = RefereeConfig()
+    likelihood_reward: LikelihoodRewardConfig = LikelihoodRewardConfig()
     sft: SFTConfig = SFTConfig()
     dpo: PreferenceConfig = PreferenceConfig()
     rm: RewardModelConfig = RewardModelConfig()
@@ -79,12 +82,13 @@ class Config(Strict):
         """A built-in task trains on its own verifier unless the config names a reward."""
         if "reward" not in self.model_fields_set and self.task.data is None and self.task.name in BUILT_IN_TASKS:
             self.reward = [RewardSpec(fn=BUILT_IN_TASKS[self.task.name])]
+        fill_mixture_rewards(self)  # each task of task.mixture scores with its own list
         return self
 
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
         # the cross-checks between sections (config/checks.py), then the referee's (config/referee.py)
-        problems = config_problems(self) + referee_problems(self)
+        problems = config_problems(self) + referee_problems(self) + mixture_problems(self) + likelihood_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -29,6 +29,9 @@ class AlgorithmConfig(Strict):
             "they occur in a group's better rollouts")
     ktae_alpha: float = Field(0.5, ge=0, le=1, description="ktae: a token's weight is 1 +- alpha times its direction "
                                                            "score")
+    step_advantages: bool = Field(False, description="grpo, rloo: judge each step reward (a PRM's aggregate: dense, "
+            "StepScores, an environment's turns) against its group's steps and pay each token those of its step and "
+            "the later ones (process-supervised GRPO, PRIME); the rest of the reward keeps the estimator's advantage")
     # policy loss
     policy_loss: Literal["ppo", "gspo", "cispo", "pg", "sapo", "gmpo"] = Field("ppo", description="ppo clipped "
             "surrogate, gspo sequence ratio, cispo clipped-weight REINFORCE, pg plain on-policy, sapo smooth gate "

@@ -165,6 +165,12 @@ RULES = [
          "algorithm.replay does not work with advantage=gae (stored advantages go stale with the critic)"),
     Rule(lambda c: c.algorithm.token_weighting == "ktae" and c.algorithm.advantage not in ("grpo", "rloo", "remax"),
          "algorithm.token_weighting=ktae needs a sequence-level advantage (grpo, rloo or remax)"),
+    Rule(lambda c: c.algorithm.step_advantages and c.algorithm.advantage not in ("grpo", "rloo"),
+         "algorithm.step_advantages needs advantage=grpo or rloo (reinforce_pp and gae already pay each step where it "
+         "closes); got advantage={c.algorithm.advantage}"),
+    Rule(lambda c: c.algorithm.step_advantages and c.algorithm.token_weighting == "ktae",
+         "algorithm.step_advantages does not work with algorithm.token_weighting=ktae (its weights read one "
+         "advantage a completion): set one of them"),
     Rule(lambda c: c.algorithm.overlong_buffer > c.rollout.max_new_tokens,
          "algorithm.overlong_buffer ({c.algorithm.overlong_buffer}) exceeds rollout.max_new_tokens "
          "({c.rollout.max_new_tokens})"),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from aha.config.live_reward import live_reward_problems
 from aha.config.online_rm import verifier_problem
-from aha.config.sections import Strict, component_name
+from aha.config.sections import Strict
 
 TEMPLATE = "Question: {question}\nProposed answer: {completion}\nIs the proposed answer correct? Reply yes or no."
 NAME = "referee"  # the reward component the referee's scores go by (reward/referee)
@@ -63,31 +64,10 @@ def referee_problems(config) -> list[str]:
     if config.method != "rl":
         problems.append(f"referee.verifier trains the policy as a referee in its RL steps: method=rl only (method is "
                         f"{config.method})")
-    if config.env.name is not None:
-        problems.append("referee.verifier is not supported with multi-turn episodes (env.name): an episode's reward "
-                        "is the environment's")
     if config.rollout.group_size < 2:
         problems.append("referee.verifier needs rollout.group_size >= 2: the referee's verdicts are trained as groups")
-    for key in ("rollout.partial_rollouts", "rollout.max_staleness"):
-        section, name = key.split(".")
-        if getattr(getattr(config, section), name):
-            problems.append(f"referee.verifier does not work with {key} > 0: the referee judges with the live "
-                            "weights, which must be the ones that sampled; set it to 0")
-    if config.algorithm.advantage == "remax":
-        problems.append("referee.verifier does not work with algorithm.advantage=remax: the greedy baseline is "
-                        "scored without the referee, and its verdicts have none")
-    if getattr(config.algorithm, "guidance", "none") != "none":
-        problems.append("referee.verifier does not work with algorithm.guidance yet: a guided retry is scored "
-                        "without the referee; set one of them")
     if "{completion}" not in ref.template:
         problems.append("referee.template must hold {completion}: the answer the referee judges")
-    if not config.reward and config.eval.scorer.split(".")[0] == "reward":
-        problems.append(f"referee.verifier with reward: [] (the referee is the only reward): eval.scorer "
-                        f"{config.eval.scorer!r} would score held-out answers by an empty reward; name the verifier "
-                        "(e.g. eval.scorer: numeric_answer)")
-    clash = [component_name(s) for s in config.reward if component_name(s) == NAME]
-    if clash:
-        problems.append(f"referee.verifier: a reward component is already named {NAME!r}, the referee's scores' "
-                        "name; rename it")
+    problems += live_reward_problems(config, "referee.verifier", "the referee", NAME)
     problem = verifier_problem(config, ref.verifier, "referee.verifier")
     return problems + ([problem] if problem else [])

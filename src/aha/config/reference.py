@@ -10,7 +10,8 @@ import typing
 from pydantic import BaseModel
 
 from aha.config import Config, RewardSpec, sections
-from aha.config.sections import OnlineRMConfig
+from aha.config.mixture import SHARED_KEYS, MixtureTask, WeightsAt
+from aha.config.sections import OnlineRMConfig, TaskConfig
 
 HEADER = """# Config reference
 
@@ -69,10 +70,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(model: type[BaseModel], prefix: str) -> list[str]:
+def _table(model: type[BaseModel], prefix: str, skip: tuple[str, ...] = ()) -> list[str]:
     rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
     for name, field in model.model_fields.items():
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+        if name in skip or isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
             continue  # a section: its own table
         rows.append(f"| `{prefix}{name}` | {_type(field.annotation)}{_bounds(field)} | {_default(field)} | "
                     f"{_cell(field.description or '')} |")
@@ -88,6 +89,12 @@ def reference() -> str:
             " ".join((RewardSpec.__doc__ or "").split()), "", *_table(RewardSpec, ""), ""]
     out += ["### A reward model that learns during RL (a reward component's `online`)", "",
             " ".join((OnlineRMConfig.__doc__ or "").split()), "", *_table(OnlineRMConfig, "online."), ""]
+    out += ["## A task of a mixture (`task.mixture`)", "", " ".join((MixtureTask.__doc__ or "").split()), "",
+            "Each takes the keys of `task` (a built-in's knobs, or `data`, `eval_data` and their fields) but "
+            f"{', '.join(f'`{k}`' for k in SHARED_KEYS)} (set on `task`: the whole mixture shares them) and `stream` "
+            "(not with a mixture yet), and these:", "",
+            *_table(MixtureTask, "task.mixture[i].", skip=tuple(TaskConfig.model_fields)), "",
+            "### A step of `task.weights_schedule`", "", *_table(WeightsAt, "task.weights_schedule[i]."), ""]
     return "\n".join(out)
 
 

@@ -274,10 +274,12 @@ class EnvConfig(Strict):
                                                "wrong answer the environment says so and the policy answers again (a "
                                                "right answer at turn t earns discount^(t-1)); tool_use: the policy may "
                                                "call a calculator (<calc>expression</calc>) or Python in the code "
-                                               "sandbox (<python>code</python>) and reads the output before it "
+                                               "sandbox (<python>code</python>) or your own Python functions "
+                                               "(env.options.tools) and reads the output before it "
                                                "answers; or your own, \"module:Class\" / \"file.py:Class\" (made as "
                                                "Class(reward, **env.options) for each episode)")
     max_turns: int = Field(3, ge=1, description="policy turns an episode may take, each of at most "
                                                 "rollout.max_new_tokens tokens")
     options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the environment, e.g. "
-            "{discount: 0.5, feedback: 'Wrong. Try again.'} (try_again), {tools: [calc]} (tool_use)")
+            "{discount: 0.5, feedback: 'Wrong. Try again.'} (try_again), {tools: [calc]} or "
+            "{tools: {lookup: 'tools.py:lookup'}, timeout_s: 5} (tool_use: your functions, run in a worker process)")

@@ -66,8 +66,11 @@ def check_turn(turn, name: str) -> Turn:
 
 def environment_factory(name: str, reward, options: dict, built_in: dict, base_dir=".") -> EnvFactory:
     """A function that makes a fresh environment for an episode: a built-in name or
-    "module:Class" / "file.py:Class"; options that the class does not take are an error now."""
+    "module:Class" / "file.py:Class"; options that the class does not take are an error now.
+    A class whose constructor takes base_dir is given the config's folder there."""
     cls = built_in.get(name) or resolve_function(name, key="env.name", base_dir=base_dir)
+    if "base_dir" in inspect.signature(cls).parameters and "base_dir" not in options:
+        options = {**options, "base_dir": str(base_dir)}  # a class that takes it reads paths from the config's folder
     try:
         inspect.signature(cls).bind(reward, **options)
     except TypeError as err:

@@ -1,16 +1,27 @@
 """Built-in environments: try_again (answer, hear that it is wrong, answer again) and
-tool_use (call a calculator or a sandboxed Python tool, read its output, then answer)."""
+tool_use (call a calculator, a sandboxed Python tool or the user's own functions, read the
+output, then answer)."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import json
 import math
 import operator
-import re
 from fractions import Fraction
 
 from aha.envs.base import Turn
+from aha.envs.tools import (
+    BUILT_IN_TOOLS,
+    ToolCall,
+    ToolResult,
+    describe,
+    find_call,
+    run_user_tool,
+    schema,
+    user_tools,
+)
 from aha.prompts import check_prompt
 
 
@@ -123,31 +134,47 @@ def _check_sandbox() -> None:
 TOOL_INSTRUCTIONS = ("You may use tools before you answer. To compute, write <calc>expression</calc>; to run Python, "
                      "write <python>code</python> (print what you need). You will see the result. "
                      "When you know the answer, give it without a tool call.")
-_CALL = re.compile(r"<(calc|python)>(.*?)(?:</\1>|$)", re.DOTALL)
+_BUILT_IN_LINES = {"calc": "- <calc>expression</calc>: computes an arithmetic expression exactly",
+                   "python": "- <python>code</python>: runs a Python program and shows what it prints"}
+
+
+def tool_instructions(built_in: set[str], functions: dict) -> str:
+    """How to call the tools, one line each (the built-ins' fixed text when there are only they)."""
+    if not functions:
+        return TOOL_INSTRUCTIONS
+    lines = [_BUILT_IN_LINES[name] for name in sorted(built_in)]
+    lines += [describe(name, fn) for name, fn in functions.items()]
+    return ("You may use tools before you answer. Call one by writing it as shown below; you will see its output. "
+            "When you know the answer, give it without a tool call.\nTools:\n" + "\n".join(lines))
 
 
 class ToolUse:
-    """The policy may call a tool in a turn: <calc>expression</calc> (calculate above) or
+    """The policy may call a tool in a turn: <calc>expression</calc> (calculate above),
     <python>code</python> (the program runs in the code sandbox, rewards/code.py; its output, or
-    its error, is shown). The environment answers with the first call's result
-    ("Output: ..."); a turn without a call is the final answer, judged by the run's reward.
-    An episode that runs out of turns while still calling tools earns 0.
-    info: tool_calls (calls made), correct (the final answer's 0/1)."""
+    its error, is shown), or one of the user's own functions (tools: {name: "module:function"};
+    call forms and the worker they run in: envs/tools.py). The environment answers with the
+    first call's result ("Output: ..."); a turn without a call is the final answer, judged by
+    the run's reward. An episode that runs out of turns while still calling tools earns 0.
+    info: tool_calls (calls made), tool_errors (calls refused, written wrong or raising),
+    tool_timeouts (calls stopped at timeout_s), correct (the final answer's 0/1).
+    base_dir (given by aha: the config's folder) is where a tool's file path is looked up."""
 
-    def __init__(self, reward, tools: list[str] = ("calc", "python"), instructions: str = TOOL_INSTRUCTIONS,
-                 correct_min: float = 1.0, timeout_s: float = 5.0, max_output: int = 500):
-        unknown = sorted(set(tools) - {"calc", "python"})
-        if unknown:
-            raise ValueError(f"env.options.tools: unknown tool(s) {unknown} (known: calc, python)")
-        if "python" in tools:
+    def __init__(self, reward, tools: list[str] | dict = ("calc", "python"), instructions: str | None = None,
+                 correct_min: float = 1.0, timeout_s: float = 5.0, max_output: int = 500, base_dir: str = "."):
+        self.built_in, self.functions = user_tools(tools, base_dir)
+        if "python" in self.built_in:
             _check_sandbox()
-        self.reward, self.tools, self.instructions = reward, set(tools), instructions
+        self.targets = dict(tools) if isinstance(tools, dict) else {}
+        self.instructions = tool_instructions(self.built_in, self.functions) if instructions is None else instructions
+        self.tool_schemas = [schema(name, fn) for name, fn in self.functions.items()] or None
+        self.reward, self.base_dir = reward, str(base_dir)
         self.correct_min, self.timeout_s, self.max_output = correct_min, timeout_s, max_output
         self.sample: dict = {}
-        self.calls = 0
+        self.counts = {"tool_calls": 0.0, "tool_errors": 0.0, "tool_timeouts": 0.0}
 
     def reset(self, sample: dict):
-        self.sample, self.calls = sample, 0
+        self.sample = sample
+        self.counts = dict.fromkeys(self.counts, 0.0)
         prompt = sample["prompt"]
         if not self.instructions:
             return prompt
@@ -157,26 +184,43 @@ class ToolUse:
             return prompt[:-1] + [{"role": "user", "content": f"{prompt[-1]['content']}\n\n{self.instructions}"}]
         return f"{prompt}\n\n{self.instructions}"
 
-    def run(self, tool: str, code: str) -> str:
-        if tool not in self.tools:
-            return f"error: the {tool} tool is not available"
+    def run(self, tool: str, code: str) -> ToolResult:
+        """A built-in tool's output."""
         if tool == "calc":
-            return calculate(code)
+            output = calculate(code)
+            return ToolResult(output, "error" if output.startswith("error:") else "ok")
         from aha.rewards.code import SandboxLimits, run_program
 
         printed, error = run_program(code.strip("\n"), limits=SandboxLimits(wall_s=self.timeout_s + 5,
                                                                             test_s=self.timeout_s))
         out = printed if error is None else f"{printed}{error}"
-        return out.strip()[-self.max_output:] or "(no output)"
+        status = "ok" if error is None else "error"
+        return ToolResult(out.strip()[-self.max_output:] or "(no output)", status)
+
+    def call(self, call: ToolCall) -> ToolResult:
+        if call.error is not None:
+            return ToolResult(call.error, "error")
+        if call.name in self.functions:
+            return run_user_tool(call.name, self.targets[call.name], self.functions[call.name], call, self.base_dir,
+                                 self.timeout_s)
+        if call.name not in self.built_in:
+            return ToolResult(f"error: the {call.name} tool is not available", "error")
+        text = call.arguments
+        if isinstance(text, dict):  # <tool_call>{"name": "calc", "arguments": {"expression": "2 * 3"}}</tool_call>
+            text = str(next(iter(text.values()))) if len(text) == 1 else json.dumps(text)
+        return self.run(call.name, text)
 
     def step(self, action: str) -> Turn:
-        call = _CALL.search(action)
+        call = find_call(action, set(BUILT_IN_TOOLS) | set(self.functions))
         if call is not None:
-            self.calls += 1
-            return Turn(0.0, False, f"Output: {self.run(call.group(1), call.group(2))}",
-                        info={"tool_calls": float(self.calls)})
+            result = self.call(call)
+            self.counts["tool_calls"] += 1
+            self.counts["tool_errors"] += result.status == "error"
+            self.counts["tool_timeouts"] += result.status == "timeout"
+            output = result.output if len(result.output) <= self.max_output else result.output[:self.max_output] + "..."
+            return Turn(0.0, False, f"Output: {output}", info=dict(self.counts))
         score, right = _judge(self.reward, action, self.sample, self.correct_min)
-        return Turn(score, True, info={"tool_calls": float(self.calls), "correct": float(right)})
+        return Turn(score, True, info={**self.counts, "correct": float(right)})
 
 
 BUILT_IN_ENVIRONMENTS = {"try_again": TryAgain, "tool_use": ToolUse}

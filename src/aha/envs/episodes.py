@@ -136,7 +136,8 @@ def run_episodes(engine: Engine, task: Task, make_env: EnvFactory, samples: list
         for _ in range(group_size):
             env = make_env()
             first = _call(env_name, sample, "reset", lambda: env.reset(sample))
-            prompt = encode_prompts(tokenizer, task, [{**sample, "prompt": first}])[0]
+            schemas = getattr(env, "tool_schemas", None)  # a template with a tool-call format shows the tools
+            prompt = encode_prompts(tokenizer, task, [{**sample, "prompt": first}], schemas)[0]
             episodes.append(Episode(index, env, prompt, [], [], [], [], [], [], [], []))
     for turn in range(1, max_turns + 1):
         active = [e for e in episodes if not e.done]

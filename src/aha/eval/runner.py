@@ -39,19 +39,42 @@ def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = Non
             tokens = [int(t) for t in rollouts.lengths().tolist()]  # what length rewards measure
             for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk, tokens)):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
-                                "completion": text, "score": score})
+                                "completion": text, "score": score, **_task_of(sample)})
             bar.update(len(chunk))
     accuracy = sum(r["score"] for r in records) / max(len(records), 1)
-    return EvalResult(accuracy, len(records), records)
+    return EvalResult(accuracy, len(records), records, per_task(records))
+
+
+def _task_of(sample: dict) -> dict:
+    """{"task": ...} for a sample of a task mixture (tasks/mixture.py tags them), else nothing."""
+    return {"task": sample["task"]} if "task" in sample else {}
+
+
+def by_task(metrics: dict) -> str:
+    """'letter_count 40.0% of 100, arithmetic 55.0% of 100' from per_task's metrics; '' for a single task."""
+    tasks = [k.split("/")[1] for k in metrics if k.endswith("/accuracy") and k.count("/") == 2]
+    return ", ".join(f"{t} {metrics[f'eval/{t}/accuracy']:.1%} of {metrics[f'eval/{t}/n']}" for t in tasks)
+
+
+def per_task(records: list[dict]) -> dict[str, float]:
+    """A task mixture's held-out accuracy and count per task (eval/<task>/accuracy, eval/<task>/n);
+    nothing for a single task."""
+    scores: dict[str, list[float]] = {}
+    for record in records:
+        if "task" in record:
+            scores.setdefault(record["task"], []).append(record["score"])
+    return {key: value for task, got in scores.items()
+            for key, value in ((f"eval/{task}/accuracy", sum(got) / len(got)), (f"eval/{task}/n", len(got)))}
 
 
 def evaluate_episodes(engine: Engine, task: Task, env: EpisodeRunner, scorer: Scorer, limit: int | None = None,
                       max_new_tokens: int | None = None, desc: str = "eval") -> EvalResult:
     """Greedy episodes of the held-out samples in env: accuracy is the scorer's verdict on each
     episode's final action (its last turn), and metrics add the first action's
-    (eval/first_turn_accuracy), the mean policy turns (eval/turns) and return (eval/return)."""
+    (eval/first_turn_accuracy), the mean policy turns (eval/turns) and return (eval/return), and
+    the mean of each number the environment reported at an episode's end (eval/final_tool_calls)."""
     samples = task.eval[:limit] if limit else task.eval
-    records, first_scores = [], []
+    records, first_scores, finals_info = [], [], {}
     with tqdm(total=len(samples), desc=desc, unit="episode", leave=False) as bar:
         for start in range(0, len(samples), engine.batch_size):
             chunk = samples[start:start + engine.batch_size]
@@ -59,13 +82,18 @@ def evaluate_episodes(engine: Engine, task: Task, env: EpisodeRunner, scorer: Sc
             firsts = [e.actions[0] for e in played.episodes]
             finals = [e.actions[-1] for e in played.episodes]
             first_scores += scorer.score(firsts, chunk)
+            for key, values in played.result.components.items():  # final_tool_calls: calls an episode made
+                if key.startswith("final_"):
+                    finals_info.setdefault(key, []).extend(values.tolist())
             for sample, episode, text, score, ret in zip(chunk, played.episodes, played.rollouts.texts,
                                                          scorer.score(finals, chunk), played.result.total.tolist()):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
-                                "completion": text, "score": score, "return": ret, **episode.record()})
+                                "completion": text, "score": score, "return": ret, **episode.record(),
+                                **_task_of(sample)})
             bar.update(len(chunk))
     n = max(len(records), 1)
     metrics = {"eval/first_turn_accuracy": sum(first_scores) / n,
                "eval/turns": sum(len(r["turns"]) for r in records) / n,
-               "eval/return": sum(r["return"] for r in records) / n}
+               "eval/return": sum(r["return"] for r in records) / n, **per_task(records),
+               **{f"eval/{key}": sum(v) / n for key, v in finals_info.items()}}
     return EvalResult(sum(r["score"] for r in records) / n, len(records), records, metrics)

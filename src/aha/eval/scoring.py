@@ -27,6 +27,7 @@ from aha.prompts import prompt_text
 from aha.rewards.calls import TOKENS, as_number, takes_tokens
 from aha.rewards.compose import CompositeReward, build_reward
 from aha.rewards.functions import SHORT_NAMES, RewardError, resolve_function
+from aha.rewards.mixture import build_mixture_reward
 
 REWARD = "reward"
 SLACK = 1e-6  # a total is a float32 sum of weighted parts: 0.4 + 0.6 may land a hair under 1.0
@@ -128,7 +129,7 @@ class RewardScorer:
 
     def _why(self, completion: str, sample: dict, tokens: list[int] | None = None) -> str:
         """The failure, found again on this one sample (the composite only logs it)."""
-        for comp in self.reward.components:
+        for comp in self.reward.components_for(sample):  # a task mixture's: the sample's task's
             outcome = comp.evaluate([completion], [sample], tokens)[0]
             if outcome.error is not None:
                 return f"reward {comp.name!r} failed: {outcome.error}"
@@ -181,8 +182,11 @@ def build_scorer(config: Config, reward: CompositeReward | None = None) -> Score
                           "name a function instead (eval.scorer: module:function)")
     owner = None
     if reward is None:
-        reward = owner = build_reward(config.reward, base_dir, dtype=config.train.dtype)
+        reward = owner = (build_mixture_reward(config.task.mixture, base_dir, dtype=config.train.dtype)
+                          if config.task.mixture else build_reward(config.reward, base_dir, dtype=config.train.dtype))
     specs = json.dumps([spec.model_dump(mode="json") for spec in config.reward])
+    if config.task.mixture:  # what a score means is each task's own reward
+        specs += json.dumps([[spec.model_dump(mode="json") for spec in e.reward] for e in config.task.mixture])
     fingerprint = hashlib.sha256(specs.encode()).hexdigest()[:12]
     part = name[len(REWARD) + 1:] if name != REWARD else None
     if part is not None:

@@ -8,6 +8,7 @@ from aha.rewards.compose import Component, CompositeReward, RewardFailureError, 
 from aha.rewards.formats import json_format, length_limit, regex_match, think_answer_format
 from aha.rewards.functions import RewardError, StepScores, batched, resolve_function
 from aha.rewards.pool import WorkerPool
+from aha.rewards.process_reward import transform_steps
 from aha.rewards.puzzles import countdown, list_answer, yes_no
 from aha.rewards.reference import bleu, chrf, rouge_l
 from aha.rewards.shaping import calibration_reward, length_penalty, stated_confidence, target_length_bonus
@@ -33,6 +34,7 @@ __all__ = [
     "RewardFailureError",
     "RewardResult",
     "StepScores",
+    "transform_steps",
     "build_reward",
     "resolve_function",
     "extract_answer",

@@ -6,7 +6,7 @@ imports no torch.
   only to a function whose signature names it; a length measured in words or characters can
   be cut by text that costs tokens but is no word (zero-width characters between words).
 - A score is a real number (an int, a float, numpy's, a 0-d array or tensor, a Decimal), a
-  bool (a verifier's True/False is 1/0), a dict of them or StepScores. A string is refused,
+  bool (a verifier's True/False is 1/0), a dict of them, StepScores or Logged. A string is refused,
   never parsed: float("1e30") would make what a reward returns as text its score.
 - Whatever an in-process reward raises is its failure on that sample, SystemExit,
   KeyboardInterrupt and GeneratorExit too (a pooled reward that raises them loses its worker,
@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from aha.rewards.functions import StepScores
+from aha.rewards.functions import Logged, StepScores
 
 TOKENS = "completion_tokens"
 
@@ -53,7 +53,7 @@ def as_number(value) -> float:
         value = value.item()  # a 0-d numpy array or torch tensor: the Python value it holds (a str stays one)
         if isinstance(value, (str, bytes)):
             raise TypeError(f"a {type(value).__name__} is not a number")
-    if not isinstance(value, (numbers.Real, decimal.Decimal, StepScores)):  # bool is an int: 1 or 0
+    if not isinstance(value, (numbers.Real, decimal.Decimal, StepScores, Logged)):  # bool is an int: 1 or 0
         raise TypeError(f"a {type(value).__name__} is not a real number")
     return float(value)
 

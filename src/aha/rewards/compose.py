@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
 from collections import Counter
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from aha.config import RayConfig, RewardSpec
 from aha.config.sections import component_name
 from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, describe, score_parts, shown, takes_tokens
-from aha.rewards.functions import RewardError, StepScores, bind_args, resolve_function
+from aha.rewards.functions import Logged, RewardError, StepScores, bind_args, resolve_function
 from aha.rewards.pool import WorkerPool
 
 if TYPE_CHECKING:  # annotations only: torch and Ray load where they are used
@@ -70,6 +71,7 @@ class Component:
     clip_max: float | None = None
     batched: bool = False  # fn takes lists
     pool: WorkerPool | RayRewardPool | None = None  # run in worker processes (or Ray actors) with a deadline per call
+    grouped: bool = False  # fn takes one group's lists at a time (functions.grouped)
 
     def __post_init__(self):
         self.takes_tokens = takes_tokens(self.fn)  # given completion_tokens when they are known
@@ -96,6 +98,16 @@ class Component:
         return outcomes
 
     def _batch(self, completions: list[str], samples: list[dict], tokens: list[int] | None) -> list[Outcome]:
+        if not self.grouped:
+            return self._call_batch(completions, samples, tokens)
+        outcomes: list[Outcome] = [Outcome(error="no score")] * len(completions)
+        for rows in group_rows(samples):  # one call per group, its scores put back in the batch's order
+            for row, outcome in zip(rows, self._call_batch([completions[r] for r in rows], [samples[r] for r in rows],
+                                                           None if tokens is None else [tokens[r] for r in rows])):
+                outcomes[row] = outcome
+        return outcomes
+
+    def _call_batch(self, completions: list[str], samples: list[dict], tokens: list[int] | None) -> list[Outcome]:
         kwargs = {TOKENS: tokens} if self.takes_tokens and tokens is not None else {}
         n = len(completions)  # before the call: the reward may empty the list it was given
         called = call_guarded(lambda: list(self.fn(completions, samples, **kwargs)))
@@ -113,6 +125,16 @@ class Component:
         if self.clip_max is not None:
             value = min(value, self.clip_max)
         return value
+
+
+def group_rows(samples: list[dict]) -> list[list[int]]:
+    """The rows of each group, in order of first appearance: rows whose samples have the same
+    id and prompt (a GRPO group: one sample, group_size completions), wherever they sit."""
+    groups: dict[str, list[int]] = {}
+    for row, sample in enumerate(samples):
+        key = json.dumps([sample.get("id"), sample.get("prompt")], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
 
 
 def _checked(name: str, outcome: Outcome) -> tuple[Outcome, dict[str, float]]:
@@ -143,7 +165,9 @@ class CompositeReward:
     A dict-valued function adds one component per key; its parts are summed to one value.
     A "sum" component that returns StepScores (a reward per step) also has its weighted step
     values, times the product and gate factors, recorded in RewardResult.steps, unless its
-    clip changed its sum (then only the clipped sum counts, as an outcome).
+    clip changed its sum (then only the clipped sum counts, as an outcome). A group reward
+    (functions.grouped: a win rate within the group) is called once per group of rows sharing
+    a sample; a Logged value pays its value and logs its other numbers as components beside it.
 
     A function that raises (anything: SystemExit and KeyboardInterrupt too, but for a real
     Ctrl-C), times out in a worker pool, or returns NaN, +-inf or no number (a string is none)
@@ -180,6 +204,9 @@ class CompositeReward:
                     failures[comp.name] += 1
                 for part, v in parts.items():
                     components.setdefault(part, torch.zeros(n))[i] = v
+                if parts and isinstance(outcome.value, Logged):  # logged beside the score, never paid
+                    for key, v in outcome.value.logged.items():
+                        components.setdefault(f"{comp.name}/{key}", torch.zeros(n))[i] = float(v)
                 value = comp.clip(sum(parts.values())) if parts else 0.0
                 if comp.combine == "sum":
                     summed[i] += comp.weight * value
@@ -203,6 +230,10 @@ class CompositeReward:
 
     def formula(self) -> str:
         return reward_formula([(c.name, c.weight, c.combine, c.gate_min) for c in self.components])
+
+    def components_for(self, sample: dict) -> list[Component]:
+        """The components that score this sample: all of them (a task mixture's are its task's)."""
+        return self.components
 
     def _report(self, name: str, sample: dict, error: str) -> None:
         self.first_errors.setdefault(name, f"on sample {sample.get('id', '?')}: {error}")
@@ -234,11 +265,11 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
                 raise RewardError(f"{key}.workers: a reward model scores in this process, in batches; set workers: 0")
             from aha.rewards.learned import learned_reward  # torch only where a reward model is named
 
-            fn, is_batched = learned_reward(spec.model, spec.args, key, base_dir, dtype), True
+            fn, is_batched, grouped = learned_reward(spec.model, spec.args, key, base_dir, dtype), True, False
             name = component_name(spec)
         else:
             fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
-            is_batched = getattr(fn, "aha_batched", False)
+            is_batched, grouped = getattr(fn, "aha_batched", False), getattr(fn, "aha_grouped", False)
             if spec.args:
                 fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
             name = component_name(spec)
@@ -254,5 +285,5 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
         elif spec.workers:
             pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s)
         components.append(Component(name, fn, spec.weight, spec.combine, spec.gate_min, spec.clip_min, spec.clip_max,
-                                    is_batched, pool))
+                                    is_batched, pool, grouped))
     return CompositeReward(components)

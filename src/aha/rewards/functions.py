@@ -33,9 +33,13 @@ SHORT_NAMES = {
     "calibration": "aha.rewards:calibration_reward",
     "code_tests": "aha.rewards:code_tests",
     "rubric_judge": "aha.rewards.judge:rubric_judge",
+    "pairwise_judge": "aha.rewards.pairwise:pairwise_judge",
     "countdown": "aha.rewards:countdown",
     "yes_no": "aha.rewards:yes_no",
     "list_answer": "aha.rewards:list_answer",
+    "embedding_similarity": "aha.rewards.semantic:embedding_similarity",
+    "language_consistency": "aha.rewards.language:language_consistency",
+    "sql_execution": "aha.rewards.sql:sql_execution",
 }
 
 
@@ -114,6 +118,36 @@ def batched(fn: Callable) -> Callable:
     failed."""
     fn.aha_batched = True
     return fn
+
+
+def grouped(fn: Callable) -> Callable:
+    """Mark fn(completions, samples, **args) -> list[...] as a group reward: it is called once
+    per group, the completions of one sample (same id and prompt: a GRPO group), with that
+    group alone, because its scores compare them (a win rate within the group). A batched
+    reward like any other otherwise: one score (or None) per completion, in order."""
+    fn.aha_batched = True
+    fn.aha_grouped = True
+    return fn
+
+
+@dataclass(frozen=True)
+class Logged:
+    """A score with numbers logged beside it that are not paid: the composition pays `value`
+    and logs each of `logged` as the component '<name>/<key>' (a judge's position bias), never
+    adding it to the total."""
+
+    value: float
+    logged: dict
+
+    def __post_init__(self):
+        numbers_ = [self.value, *self.logged.values()]
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) for v in numbers_):
+            raise ValueError(f"Logged holds finite real numbers, got {self.value!r} and {self.logged!r}")
+        if not all(type(k) is str for k in self.logged):
+            raise ValueError("Logged's logged numbers have string keys")
+
+    def __float__(self) -> float:
+        return float(self.value)
 
 
 def bind_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Callable:

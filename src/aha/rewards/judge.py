@@ -1,4 +1,4 @@
-"""A rubric judge: a local language model grades each completion against a rubric.
+"""A rubric judge: a language model grades each completion against a rubric.
 
 Three ways to read the grade, all batched:
 - yes_no (default, as generative verifiers do): the judge is asked whether the response
@@ -7,11 +7,18 @@ Three ways to read the grade, all batched:
   after "Score: ", divided by scale; one forward pass.
 - generate: greedy decoding after "Score: ", parsing the first integer in [0, scale];
   None (scored as failed) when the judge answers something else.
+- steps: a generative step judge. The completion is split into steps as a process reward
+  model splits it (at `separator`, blank pieces not steps); for each step the judge sees the
+  response up to it and is asked yes/no whether its last step meets the rubric. The reward is
+  StepScores (one grade per step), paid step by step to the estimators that take step rewards.
 The first two are always defined, smooth in the completion and free of sampling noise.
 Measured with the embedded 135M model (docs/rewards.md): yes_no ranks a right answer
 above a wrong or unrelated one in 6 of 6 pairs, by small margins; its digit grades (expected,
-generate) do not discriminate at all. Real grading needs a bigger local model (`model:`
-takes any Hugging Face folder).
+generate) do not discriminate at all. Real grading needs a bigger model (`model:` takes any
+Hugging Face folder) or an endpoint serving one (`base_url:`, rewards/judge_http.py).
+
+The rubric is the sample's own (`sample[rubric_field]`) or args.rubric: a string, or a list
+of criteria each graded on its own, all in one batched pass (rewards/rubrics.py).
 
 The judge model is loaded once per process, frozen, and never the policy being trained
 (loading by name gives a fresh copy of the weights). A learned judge can be fooled: cap
@@ -28,7 +35,9 @@ from functools import partial
 import torch
 
 from aha.prompts import PlainText, encode_quoting, prompt_text, token_ids
+from aha.rewards import judge_http
 from aha.rewards.functions import batched
+from aha.rewards.rubrics import Job, assemble, criteria, jobs, split_steps
 
 _JUDGES: dict[str, object] = {}
 _PLAIN: dict[str, PlainText] = {}  # each judge's tokenizer reading the policy's text as ordinary text
@@ -42,7 +51,9 @@ INSTRUCTIONS = {
                 "number only.",
 }
 INSTRUCTIONS["generate"] = INSTRUCTIONS["expected"]
-PREFIX = {"yes_no": "", "expected": "Score: ", "generate": "Score: "}
+INSTRUCTIONS["steps"] = "Does the last step of the response meet the rubric? Answer Yes or No."
+PREFIX = {"yes_no": "", "expected": "Score: ", "generate": "Score: ", "steps": ""}
+GRADED_AS = {"yes_no": "yes_no", "expected": "expected", "generate": "generate", "steps": "yes_no"}
 
 
 def judge_model(name: str):
@@ -83,15 +94,16 @@ def _encode(tokenizer, plain: PlainText, messages, completion: str, prefix: str)
     return ids + (tokenizer.encode(prefix, add_special_tokens=False) if prefix else [])
 
 
-def judge_prompts(name: str, completions: list[str], samples: list[dict], rubric: str, mode: str, scale: int,
-                  show_reference: bool, max_chars: int) -> list[list[int]]:
-    """The judge `name`'s prompt ids for each completion (cut to max_chars characters)."""
+def judge_prompts(name: str, questions: list[Job], samples: list[dict], mode: str, scale: int,
+                  show_reference: bool) -> list[list[int]]:
+    """The judge `name`'s prompt ids for each question."""
     tokenizer = judge_model(name).tokenizer
     if name not in _PLAIN:
         _PLAIN[name] = PlainText(tokenizer)
-    return [_encode(tokenizer, _PLAIN[name], partial(judge_messages, rubric, s, mode=mode, scale=scale,
-                                                     show_reference=show_reference), c[:max_chars], PREFIX[mode])
-            for c, s in zip(completions, samples)]
+    return [_encode(tokenizer, _PLAIN[name], partial(judge_messages, job.criterion.text, samples[job.row], mode=mode,
+                                                     scale=scale, show_reference=show_reference), job.text,
+                    PREFIX[mode])
+            for job in questions]
 
 
 def answer_tokens(tokenizer, mode: str, scale: int) -> tuple[list[int], list[float]]:
@@ -146,24 +158,73 @@ def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int,
     return [parse_grade(text, scale) for text in texts]
 
 
-@batched
-def rubric_judge(completions: list[str], samples: list[dict], rubric: str, model: str = "smollm2-135m",
-                 mode: str = "yes_no", scale: int = 9, show_reference: bool = True, batch_size: int = 8,
-                 max_new_tokens: int = 8, max_chars: int = 2000) -> list[float | None]:
-    """Grades in [0, 1] from a local judge model, one per completion (None: no grade)."""
-    if not rubric.strip():
-        raise ValueError("rubric_judge needs a non-empty rubric")
+def _local_grades(questions: list[Job], samples: list[dict], model: str, mode: str, scale: int,
+                  show_reference: bool, batch_size: int, max_new_tokens: int) -> list[float | None]:
+    loaded = judge_model(model)
+    prompts = judge_prompts(model, questions, samples, mode, scale, show_reference)
+    grades: list[float | None] = []
+    for start in range(0, len(prompts), batch_size):
+        chunk = prompts[start: start + batch_size]
+        if GRADED_AS[mode] in ("yes_no", "expected"):
+            grades += _expected_grades(loaded.model, loaded.tokenizer, chunk, GRADED_AS[mode], scale)
+        else:
+            grades += _generated_grades(loaded.model, loaded.tokenizer, chunk, scale, max_new_tokens)
+    return grades
+
+
+def endpoint_grade(reply: judge_http.Reply | None, mode: str, scale: int) -> float | None:
+    """A grade from an endpoint's reply: the answer tokens' probabilities where it sent top
+    log-probs holding them, else the answer it wrote (yes/no: 1/0; digits: parsed)."""
+    if reply is None:
+        return None
+    graded_as = GRADED_AS[mode]
+    if graded_as == "generate":
+        return parse_grade(reply.text, scale)
+    words = ["Yes", "No"] if graded_as == "yes_no" else [str(d) for d in range(scale + 1)]
+    values = [1.0, 0.0] if graded_as == "yes_no" else [d / scale for d in range(scale + 1)]
+    probs = judge_http.answer_probabilities(reply, words)
+    if probs is not None:
+        return sum(p * v for p, v in zip(probs, values)) / sum(probs)
+    if graded_as == "expected":
+        return parse_grade(reply.text, scale)
+    said = judge_http.answer_word(reply, words)
+    return None if said is None else values[said]
+
+
+def _check(mode: str, scale: int, batch_size: int, rubric) -> None:
     if mode not in INSTRUCTIONS:
         raise ValueError(f"mode must be one of {sorted(INSTRUCTIONS)}, got {mode!r}")
     if not 1 <= scale <= (9 if mode == "expected" else 100):
         raise ValueError(f"scale {scale} out of range (1..9 for expected, 1..100 for generate)")
-    loaded = judge_model(model)
-    prompts = judge_prompts(model, completions, samples, rubric, mode, scale, show_reference, max_chars)
-    grades: list[float | None] = []
-    for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start: start + batch_size]
-        if mode in ("yes_no", "expected"):
-            grades += _expected_grades(loaded.model, loaded.tokenizer, chunk, mode, scale)
-        else:
-            grades += _generated_grades(loaded.model, loaded.tokenizer, chunk, scale, max_new_tokens)
-    return grades
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if rubric is not None:
+        criteria(rubric, "args.rubric")
+
+
+@batched
+def rubric_judge(completions: list[str], samples: list[dict], rubric: str | list | None = None,
+                 model: str = "smollm2-135m", mode: str = "yes_no", scale: int = 9, show_reference: bool = True,
+                 batch_size: int = 8, max_new_tokens: int = 8, max_chars: int = 2000, rubric_field: str = "rubric",
+                 separator: str = "\n", base_url: str | None = None, api_key_env: str | None = None,
+                 timeout_s: float = 60.0, retries: int = 2, top_logprobs: int = 20) -> list:
+    """Grades in [0, 1], one per completion (None: no grade): a float for a string rubric, a
+    dict of each criterion's weighted share for a checklist, StepScores in steps mode.
+    With base_url the judge is `model` at that OpenAI-compatible endpoint, batch_size
+    requests at a time; without it, `model` is loaded here."""
+    _check(mode, scale, batch_size, rubric)
+    steps = mode == "steps"
+    if steps and not separator:
+        raise ValueError("separator must be a non-empty string (where one step ends and the next begins)")
+    questions = jobs(completions, samples, rubric, rubric_field, steps, separator, max_chars)
+    if base_url is None:
+        grades = _local_grades(questions, samples, model, mode, scale, show_reference, batch_size, max_new_tokens)
+    else:
+        messages = [judge_messages(job.criterion.text, samples[job.row], job.text, mode, scale, show_reference)
+                    for job in questions]
+        replies = judge_http.chat_completions(base_url, model, messages, api_key_env=api_key_env, timeout_s=timeout_s,
+                                              retries=retries, concurrency=batch_size, max_tokens=max_new_tokens,
+                                              top_logprobs=0 if mode == "generate" else top_logprobs)
+        grades = [endpoint_grade(reply, mode, scale) for reply in replies]
+    has_steps = [bool(split_steps(c, separator)) for c in completions] if steps else None
+    return assemble(questions, grades, len(completions), steps, has_steps)

@@ -6,12 +6,15 @@ checkpoint's process_reward_model.json, with the chat template's system prompt a
 turns); each non-blank step is scored at the token that closes it, exactly as in training
 (models/process_reward.py: the same tokenisation of the whole completion + the stop token,
 the completion read as ordinary text: a "<|im_end|>" the policy wrote is not a special token),
-and the step probabilities are aggregated into one reward: `min` (PURE, Cheng et al. 2025:
+and the step probabilities, after args.transform (none; clip, delta, clip_delta: Gao et al.
+2024; min_form: PURE's softmin weights; aha.algorithms.transform_step_rewards), are aggregated
+into one reward: `min` (PURE, Cheng et al. 2025:
 the worst step decides, so padding a solution with easy steps does not pay), `sum` (rewards
 more steps, the form PURE shows being hacked) or `mean`; or `dense` keeps them apart
-(StepScores: each step's probability, paid at the token that closes the step to a token-level
-advantage estimator, reinforce_pp or gae; their sum to a sequence-level one). Blank pieces (a doubled or trailing
-separator) are not steps. A completion with no step at all (empty, or only blanks) scores 0,
+(StepScores: each step's value, paid at the token that closes the step to a token-level
+advantage estimator, reinforce_pp or gae, or to grpo / rloo with algorithm.step_advantages;
+their sum to a sequence-level one otherwise). Blank pieces (a doubled or trailing separator)
+are not steps. A completion with no step at all (empty, or only blanks) scores 0,
 the lowest step probability: it is an answer, just a worthless one, and a reward failure
 could stop the run (train.max_reward_failure_rate). One whose steps exist but none closes
 within the PRM's max_length scores None (failed: it could not be judged), as the rm reward
@@ -27,7 +30,8 @@ from typing import Callable
 from aha.rewards.functions import RewardError, StepScores, batched
 
 DESCRIPTION = "process_reward_model.json"  # training/supervised/prm.py writes it into every checkpoint
-ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min"}
+ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min", "transform": "none", "threshold": 0.5,
+        "temperature": 0.1}
 
 
 def model_reward_args(args: dict, defaults: dict, key: str, what: str) -> dict:
@@ -49,7 +53,36 @@ def _args(args: dict, key: str, dtype: str) -> dict:
     if merged["aggregate"] not in (*AGGREGATES, "dense"):
         raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got "
                           f"{merged['aggregate']!r}")
+    check_step_transform(merged, key)
     return merged
+
+
+def check_step_transform(args: dict, key: str) -> None:
+    """args.transform (none, clip, delta, clip_delta, min_form), args.threshold (clip's) and
+    args.temperature (min_form's, > 0) of a step reward; a bad one is an error naming the key."""
+    from aha.algorithms.step_rewards import STEP_TRANSFORMS
+
+    if args["transform"] not in STEP_TRANSFORMS:
+        raise RewardError(f"{key}.args.transform must be one of {', '.join(STEP_TRANSFORMS)}; got "
+                          f"{args['transform']!r}")
+    for name in ("threshold", "temperature"):
+        if isinstance(args[name], bool) or not isinstance(args[name], (int, float)) or args[name] != args[name]:
+            raise RewardError(f"{key}.args.{name} must be a number, got {args[name]!r}")
+    if args["temperature"] <= 0:
+        raise RewardError(f"{key}.args.temperature must be > 0 (min_form's softmin), got {args['temperature']!r}")
+
+
+def transform_steps(scores: StepScores, transform: str, threshold: float = 0.5, temperature: float = 0.1) -> StepScores:
+    """A step reward's values after a transform (aha.algorithms.transform_step_rewards: clip,
+    delta, clip_delta, PURE's min_form), at the same ends: for a user's reward function that
+    returns StepScores and wants what a PRM's args.transform does."""
+    import torch
+
+    from aha.algorithms.step_rewards import transform_step_rewards
+
+    values = transform_step_rewards(torch.tensor(scores.values, dtype=torch.float64), transform, threshold,
+                                    temperature)
+    return StepScores(scores.ends, tuple(values.tolist()))
 
 
 def compute_dtype(args: dict, key: str):
@@ -109,8 +142,9 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
                 batch = order[start:start + args["batch_size"]]
                 probs = torch.sigmoid(model([rows[i][0] for i in batch], [rows[i][1] for i in batch], dtype))
                 for i, p in zip(batch, probs.split([len(rows[i][1]) for i in batch])):
-                    scores[i] = StepScores(step_chars[i],
-                                           tuple(p.tolist())) if dense else aggregate(p.tolist(), args["aggregate"])
+                    steps = transform_steps(StepScores(step_chars[i], tuple(p.tolist())), args["transform"],
+                                            args["threshold"], args["temperature"])
+                    scores[i] = steps if dense else aggregate(list(steps.values), args["aggregate"])
         return scores
 
     score.aha_checkpoint = str(folder)  # which weights scored (eval.rank_by's cache of scores)

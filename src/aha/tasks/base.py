@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aha.config import BUILT_IN_TASKS, TaskConfig
+from aha.config.mixture import task_label
 from aha.errors import TaskError
 from aha.tasks.arithmetic import arithmetic_splits
+from aha.tasks.mixture import interleaved, tagged
 from aha.tasks.procedural import TASKS, procedural_splits
 from aha.tasks.samples import Fields, load_samples
 
@@ -29,6 +31,26 @@ BUILT_IN = tuple(BUILT_IN_TASKS)
 
 
 def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
+    """The run's task: one task, or (task.mixture) several in one, each sample tagged with its own."""
+    for i, shot in enumerate(cfg.few_shot):
+        if set(shot) != {"prompt", "answer"}:
+            raise TaskError(f"task.few_shot[{i}] must have exactly the keys prompt and answer, got {sorted(shot)}")
+    if not getattr(cfg, "mixture", None):
+        return _one_task(cfg, base_dir)
+    labels, trains, evals = [], [], []
+    for i, entry in enumerate(cfg.mixture):
+        where = f"task.mixture[{i}] ({task_label(entry)})"
+        try:
+            one = _one_task(entry, base_dir)
+        except TaskError as err:
+            raise TaskError(f"{where}: {err}") from None
+        labels.append(task_label(entry))
+        trains += tagged(labels[-1], one.train, where)
+        evals.append(tagged(labels[-1], one.eval, where))
+    return Task("+".join(labels), trains, interleaved(evals), cfg.system_prompt, list(cfg.few_shot))
+
+
+def _one_task(cfg: TaskConfig, base_dir: str | Path) -> Task:
     if cfg.name in BUILT_IN and cfg.data is not None:
         raise TaskError(f"task: task.name {cfg.name!r} is a built-in task and task.data a JSONL task; set one of them "
                         "(with task.data, task.name only names your task: pick a name that is not a built-in's)")
@@ -55,9 +77,6 @@ def build_task(cfg: TaskConfig, base_dir: str | Path = ".") -> Task:
     else:
         raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set "
                         "task.data")
-    for i, shot in enumerate(cfg.few_shot):
-        if set(shot) != {"prompt", "answer"}:
-            raise TaskError(f"task.few_shot[{i}] must have exactly the keys prompt and answer, got {sorted(shot)}")
     return Task(name, train, held_out, cfg.system_prompt, list(cfg.few_shot))
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from aha.config import Config
 from aha.tasks.curriculum import CurriculumSampler
+from aha.tasks.mixture import MixtureSampler, mixture_sampler
 from aha.tasks.procedural import procedural_train
 from aha.tasks.sampler import PromptSampler
 
@@ -70,9 +71,11 @@ class DifficultySchedule(CurriculumSampler):
         self.history, self.current = [list(s) for s in state["history"]], [0, 0]
 
 
-def build_sampler(config: Config, train: Sequence[dict]) -> PromptSampler:
-    """The RL run's prompt sampler: epoch order, a curriculum, or a difficulty schedule whose
+def build_sampler(config: Config, train: Sequence[dict]) -> PromptSampler | MixtureSampler:
+    """The RL run's prompt sampler: a task mixture's, epoch order, a curriculum, or a difficulty schedule whose
     first level is `train` (the task's training problems at task.difficulty)."""
+    if config.task.mixture:  # a task by weight, then its next prompt (the config refuses curricula with it)
+        return mixture_sampler(config.task, train, config.seed)
     cur = config.curriculum
     options = dict(filter=cur.filter, retest_after=cur.retest_after, filter_after=cur.filter_after,
                    weighting=cur.weighting, floor=cur.floor, target_p=cur.target_p, target_width=cur.target_width,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 import numpy as np
 
@@ -11,29 +12,36 @@ from aha.tracking.report import figure_png, pyplot
 
 @dataclass(frozen=True)
 class Panel:
-    """One plot: the metrics whose names match `keys` (a trailing * matches a prefix)."""
+    """One plot: the metrics whose names match `keys` (shell patterns: a * matches any text, slashes
+    too, so reward/* is every reward/... and eval/*/accuracy each task's accuracy)."""
 
     title: str
     keys: tuple[str, ...]
     exclude: tuple[str, ...] = ()
-    needs: str | None = None  # drawn only when this metric was logged
+    needs: str | None = None  # drawn only when a metric of this name (or pattern) was logged
+    needs_none: str | None = None  # drawn only when no metric of this name (or pattern) was logged
 
 
     def select(self, names: list[str]) -> list[str]:
-        if self.needs is not None and self.needs not in names:
+        if self.needs is not None and not any(fnmatchcase(n, self.needs) for n in names):
             return []
-
-        def hit(name: str, pattern: str) -> bool:
-            return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
-
-        chosen = [n for p in self.keys for n in names if hit(n, p)]
-        return [n for n in dict.fromkeys(chosen) if not any(hit(n, p) for p in self.exclude)]
+        if self.needs_none is not None and any(fnmatchcase(n, self.needs_none) for n in names):
+            return []
+        chosen = [n for p in self.keys for n in names if fnmatchcase(n, p)]
+        return [n for n in dict.fromkeys(chosen) if not any(fnmatchcase(n, p) for p in self.exclude)]
 
 
+TASK_TOTALS = ("reward/*/mean", "reward/*/verifier_mean", "reward/*/correct_frac")  # a task mixture's, per task
 PANELS = [
     Panel("Reward (mean and components)", ("reward/mean", "reward/*"),
-          ("reward/std", "reward/failed", "reward/failed_frac", "reward/correct_frac", "reward/verifier_mean")),
-    Panel("Held-out accuracy", ("eval/accuracy",)),
+          ("reward/std", "reward/failed", "reward/failed_frac", "reward/correct_frac", "reward/verifier_mean",
+           *TASK_TOTALS)),
+    Panel("Held-out accuracy", ("eval/accuracy",), needs_none="eval/*/accuracy"),
+    # a task mixture (task.mixture): each task's curve beside the overall one
+    Panel("Held-out accuracy (overall and per task)", ("eval/accuracy", "eval/*/accuracy"), needs="eval/*/accuracy"),
+    Panel("Reward per task (shaped mean)", ("reward/*/mean",)),
+    Panel("Training samples at or above the correct threshold, per task", ("reward/*/correct_frac",)),
+    Panel("Task mixture weights", ("mixture/*/weight",)),
     Panel("Training samples at or above the correct threshold", ("reward/correct_frac",)),
     Panel("Reward failures (share of samples scored 0 because the reward failed)", ("reward/failed_frac",)),
     Panel("Steps with nothing to train on", ("train/nothing_to_train",)),

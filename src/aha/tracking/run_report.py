@@ -62,6 +62,9 @@ def _config_summary(config: dict) -> str:
     files = (f" (train {task['data']}" + (f", held-out {task['eval_data']})" if task.get("eval_data") else ")")
              if task.get("data") else "")
     task_name = task.get("name") or Path(str(task.get("eval_data") or task.get("data"))).stem
+    if task.get("mixture"):  # a task mixture: its tasks, as the run named them
+        task_name = "+".join(str(e.get("label") or e.get("name") or Path(str(e.get("data"))).stem)
+                             for e in task["mixture"])
     parts = [f"model {config.get('model')}", f"task {task_name}{files}",
              f"advantage {(config.get('algorithm') or {}).get('advantage')}",
              "reward " + reward_formula([(r.get("name") or str(r.get("fn") or "reward_model"),

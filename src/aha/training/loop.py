@@ -28,6 +28,7 @@ from aha.models.checkpoints import list_checkpoints
 from aha.models.compute import resolve_dtype
 from aha.models.loading import lasting_name
 from aha.rewards import build_reward
+from aha.rewards.mixture import build_mixture_reward
 from aha.rollout import build_engine
 from aha.tasks import build_task
 from aha.tracking import RunDir
@@ -118,8 +119,11 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
     method_class = method_for(config)
     task = build_task(config.task, config.base_dir)
     # reward: [] is allowed when the policy is its own referee (config.referee): its score is the reward
-    reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray,
-                          empty_ok=config.referee.verifier is not None)
+    if config.task.mixture:  # each task's own reward list, each row scored by its task's
+        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=config.ray)
+    else:
+        reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray,
+                              empty_ok=config.referee.verifier is not None or config.likelihood_reward.weight != 0)
     prepared = engine = None
     try:
         prepared = method_class.prepare(config, task, reward)

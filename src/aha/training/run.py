@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from aha.config import Config, ConfigError, dump_config
 from aha.eval import evaluate
+from aha.eval.runner import by_task
 from aha.eval.scoring import ScorerError
 from aha.models.checkpoints import checkpoint_step, list_checkpoints
 from aha.models.compute import release_freed_memory
@@ -137,7 +138,9 @@ class Run:
         folder.log_metrics({"step": step, "eval/accuracy": result.accuracy, "eval/n": result.n, **result.metrics,
                             **method.held_out(step)})
         echo(f"held-out greedy accuracy ({label}, step {step}): {result.accuracy:.1%} of {result.n}")
-        if result.metrics:  # multi-turn episodes: the first answer's accuracy too
+        if by_task(result.metrics):  # a task mixture: each task's accuracy too
+            echo(f"  by task: {by_task(result.metrics)}")
+        if "eval/first_turn_accuracy" in result.metrics:  # multi-turn episodes: the first answer's accuracy too
             echo(f"  first-turn accuracy {result.metrics['eval/first_turn_accuracy']:.1%}, "
                  f"mean turns {result.metrics['eval/turns']:.2f}")
         return result.accuracy

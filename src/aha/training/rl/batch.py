@@ -11,8 +11,8 @@ from aha.rollout import Rollouts
 from aha.rollout.rollouts import concat_rollouts
 
 # (N,) or (N, T) tensors aligned with the rollouts' rows; None when not used by the run
-ROW_FIELDS = ("rewards", "baseline", "step_rewards", "advantages", "old_logprobs", "ref_logprobs", "teacher_logprobs",
-              "old_values", "returns", "is_weights", "guided")
+ROW_FIELDS = ("rewards", "baseline", "step_rewards", "step_ends", "advantages", "old_logprobs", "ref_logprobs",
+              "teacher_logprobs", "old_values", "returns", "is_weights", "guided")
 
 
 @dataclass
@@ -23,6 +23,9 @@ class Batch:
     # (N, T) the part of each reward a process reward model gave step by step, at the tokens that
     # close the steps (the rest of the reward is paid at the last token); None without one
     step_rewards: torch.Tensor | None = None
+    # (N, T) 1.0 at the tokens that close a step (a step may be worth exactly 0): which entries of
+    # step_rewards are steps, for algorithm.step_advantages; None: the non-zero ones
+    step_ends: torch.Tensor | None = None
     advantages: torch.Tensor | None = None  # (N, T)
     old_logprobs: torch.Tensor | None = None  # (N, T) denominator of the importance ratio
     ref_logprobs: torch.Tensor | None = None  # (N, T) reference model, for the KL term
@@ -62,3 +65,11 @@ def group_rows(groups: torch.Tensor, group_size: int) -> torch.Tensor:
     """Row indices of whole groups: group g holds rows g*G .. g*G + G - 1."""
     return (groups.view(-1, 1) * group_size + torch.arange(group_size)).view(-1)
 
+
+def with_zero_steps(batches: list[Batch]) -> list[Batch]:
+    """Where some rounds' rewards gave steps and others' none, zero step rewards for the others:
+    none there, not none at all (concat_batches keeps a field only when every part has it)."""
+    if all(b.step_rewards is None for b in batches):
+        return batches
+    zeros = lambda b: torch.zeros(b.rollouts.completion_mask.shape)
+    return [b if b.step_rewards is not None else replace(b, step_rewards=zeros(b), step_ends=zeros(b)) for b in batches]

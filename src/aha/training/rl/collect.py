@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from aha.algorithms import dither_rewards, zero_variance_groups
+from aha.algorithms import dither_rewards, flat_step_groups, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
 from aha.envs import Episodes
 from aha.rewards import RewardResult
@@ -19,9 +19,9 @@ from aha.rollout import Rollouts
 from aha.rollout.interventions import continuations, continue_tokens, sample_groups
 from aha.tasks import encode_prompts
 from aha.training.phases import Phases
-from aha.training.rl.batch import Batch, concat_batches, group_rows
+from aha.training.rl.batch import Batch, concat_batches, group_rows, with_zero_steps
 from aha.training.rl.parts import StepParts
-from aha.training.rl.score import finite, finite_mean, shaped_rewards, step_token_rewards
+from aha.training.rl.score import finite, finite_mean, round_steps, shaped_rewards, task_field, task_stats
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Scored:
     result: RewardResult
     rewards: torch.Tensor
     step_rewards: torch.Tensor | None
+    step_ends: torch.Tensor | None = None  # (N, T) 1.0 where a step (or an episode's turn) closes
 
 
 def draw_round(parts: StepParts, first: tuple[list[dict], Rollouts] | None, version: int) -> Round:
@@ -81,19 +82,15 @@ def score_round(parts: StepParts, round_: Round, length_coef: float, result: Rew
                   else parts.reward.score(rollouts.texts, samples, generated(rollouts)))
         if parts.referee is not None:  # URPO: the live policy judges each completion too (reward/referee)
             result = parts.referee.judge(result, rollouts.texts, samples)
+        result = result if parts.likelihood is None else parts.likelihood.add(result, rollouts, samples)  # VeriFree
     coef, targets = length_coef, None
     if parts.length is not None:  # A-DLP per prompt, LASER-D targets by the group's difficulty
         coef = parts.length.coef(samples, length_coef)
         targets = parts.length.row_targets(result.total >= algo.length_correct_min)
     rewards = shaped_rewards(result.total, rollouts, algo, parts.config.rollout.max_new_tokens, coef, targets)
-    step_rewards = None
-    if round_.episodes is not None:  # each turn's reward where the turn ends
-        step_rewards = round_.episodes.turn_rewards.clone()
-    elif result.steps is not None:  # a process reward model's dense form
-        step_rewards = step_token_rewards(result.steps, rollouts, parts.engine.tokenizer)
-    if step_rewards is not None and algo.truncated_reward is not None:
-        step_rewards[rollouts.truncated] = 0.0  # a cut answer gets truncated_reward, and nothing per step
-    return Scored(samples, result, rewards, step_rewards)
+    step_rewards, step_ends = round_steps(round_.episodes, result, rollouts, rewards, algo.truncated_reward,
+                                          parts.engine.tokenizer)  # an episode's turns, a process reward's steps
+    return Scored(samples, result, rewards, step_rewards, step_ends)
 
 
 def remax_baseline(parts: StepParts, round_: Round, length_coef: float, phases: Phases) -> torch.Tensor:
@@ -114,9 +111,10 @@ def remax_baseline(parts: StepParts, round_: Round, length_coef: float, phases: 
 
 
 def informative_groups(rewards: torch.Tensor, baseline: torch.Tensor | None, step_rewards: torch.Tensor | None,
-                       algo: AlgorithmConfig, group_size: int) -> torch.Tensor:
+                       algo: AlgorithmConfig, group_size: int, step_ends: torch.Tensor | None = None) -> torch.Tensor:
     """(groups,) True where a group's advantages are not all zero: its rewards differ, or
-    (ReMax) differ from the greedy baseline, or (token-level estimators) differ token by token."""
+    (ReMax) differ from the greedy baseline, or (token-level estimators) differ token by token,
+    or (algorithm.step_advantages) its steps' rewards differ."""
     grouped = rewards.view(-1, group_size)
     informative = ~zero_variance_groups(grouped)
     if baseline is not None:  # ReMax: a flat group still learns if it differs from greedy
@@ -125,6 +123,8 @@ def informative_groups(rewards: torch.Tensor, baseline: torch.Tensor | None, ste
         # equal totals paid at different tokens still differ token by token
         steps = step_rewards.view(-1, group_size, step_rewards.shape[1])
         informative |= (steps != steps[:, :1]).any(dim=2).any(dim=1)
+    if step_ends is not None and algo.step_advantages:  # steps worth different amounts
+        informative |= ~flat_step_groups(step_rewards, step_ends, group_size)
     return informative
 
 
@@ -181,7 +181,7 @@ class RoundStats:
             "groups/sampled": self.groups_seen,
             "groups/zero_variance_frac": self.zero_variance / max(self.groups_seen, 1),
             "groups/trained": kept_groups,
-            **_intervention_stats(rollout, raw, lengths, self.temperatures, self.continued),
+            **_intervention_stats(rollout, raw, lengths, self.temperatures, self.continued), **task_stats(self, algo),
         }
 
 
@@ -190,9 +190,9 @@ def example_records(round_: Round, scored: Scored, continued: torch.Tensor | Non
     rollouts, result = round_.rollouts, scored.result
     return [{"prompt": scored.samples[i]["prompt"], "answer": scored.samples[i].get("answer"),
              "completion": rollouts.texts[i], "reward": float(scored.rewards[i]),
-             **{k: float(v[i]) for k, v in result.components.items()},
+             **{k: float(v[i]) for k, v in result.components.items() if v[i] == v[i]},  # NaN: another task's
              **(round_.episodes.episodes[i].record() if round_.episodes is not None else {}),
-             **_interventions(rollouts, i, continued)}
+             **_interventions(rollouts, i, continued), **task_field(scored.samples[i])}
             for i in range(0, len(rollouts), max(1, group_size))]
 
 
@@ -249,11 +249,11 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
         if algo.reward_noise:
             rewards = dither_rewards(rewards, algo.reward_noise, algo.reward_noise_kind)
         baseline = remax_baseline(parts, round_, length_coef, phases) if algo.advantage == "remax" else None
-        informative = informative_groups(rewards, baseline, scored.step_rewards, algo, G)
+        informative = informative_groups(rewards, baseline, scored.step_rewards, algo, G, scored.step_ends)
         keep = informative if algo.dynamic_sampling else torch.ones_like(informative)
         keep_groups = keep.nonzero().view(-1)[:rollout.prompts_per_step - kept_groups]
         if len(keep_groups):
-            kept.append(Batch(round_.rollouts, rewards, baseline, scored.step_rewards,
+            kept.append(Batch(round_.rollouts, rewards, baseline, scored.step_rewards, scored.step_ends,
                               guided=guided).select(group_rows(keep_groups, G)))
             kept_groups += len(keep_groups)
         if kept_groups >= rollout.prompts_per_step:
@@ -261,9 +261,7 @@ def collect(parts: StepParts, phases: Phases, length_coef: float = 0.0,
     stats = {**seen.summary(rollout, algo, kept_groups),
              **(parts.partial.last_stats if parts.partial is not None else {}),  # of the step's last round
              **parts.sampler.stats(), **guide_counts}
-    if any(b.step_rewards is not None for b in kept):  # a round whose reward gave no step: none there, not none at all
-        kept = [b if b.step_rewards is not None
-                else replace(b, step_rewards=torch.zeros(b.rollouts.completion_mask.shape)) for b in kept]
+    kept = with_zero_steps(kept)
     batch = concat_batches(kept, engine.pad_id) if kept else None
     return batch, stats, examples, seen
 

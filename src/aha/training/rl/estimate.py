@@ -18,6 +18,7 @@ from aha.algorithms import (
     reinforce_pp_advantages,
     remax_advantages,
     rloo_advantages,
+    step_group_advantages,
 )
 from aha.algorithms.guidance import cap_guided_advantages
 from aha.config import AlgorithmConfig
@@ -46,6 +47,23 @@ TOKEN_ESTIMATORS = {
 }
 
 
+def _step_level(token_rewards, mask, batch: Batch, algo: AlgorithmConfig, G: int, finite) -> torch.Tensor:
+    """algorithm.step_advantages: the step rewards judged against their group's steps
+    (aha.algorithms.step_group_advantages: grpo -> DeepSeekMath's process supervision, rloo ->
+    PRIME's leave-one-out), plus the estimator's own advantage of the rest of each reward (an
+    outcome verifier, length shaping, a KL penalty), paid on every token as without steps: the
+    two sources each get their own baseline and add up, as PRIME and PURE add theirs."""
+    steps = torch.zeros_like(token_rewards) if batch.step_rewards is None else batch.step_rewards * mask
+    ends = (steps != 0) if batch.step_ends is None else batch.step_ends
+    if not algo.task_reward:
+        steps = torch.zeros_like(steps)
+    outcome = (token_rewards - steps).sum(dim=1).view(-1, G)
+    seq_adv = SEQUENCE_ESTIMATORS[algo.advantage](outcome, batch, algo).view(-1)
+    step_adv = step_group_advantages(steps, ends, mask, G, "mean" if algo.advantage == "grpo" else "loo",
+                                     algo.advantage_scale, rows=finite)
+    return seq_adv.unsqueeze(1) * mask + step_adv
+
+
 def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) -> dict:
     """Fill batch.advantages (and batch.returns for gae) in place; return statistics.
 
@@ -53,7 +71,8 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
     for gae. Each sequence's reward sits on its last token, except the part a process reward
     model gave per step (batch.step_rewards), which sits on the tokens that close the steps;
     with kl_in=reward every token also pays kl_coef * KL(sampling policy || reference) at
-    that token. A sequence-level estimator sees the sum over the tokens, the same either way.
+    that token. A sequence-level estimator sees the sum over the tokens, the same either way,
+    unless algorithm.step_advantages judges the steps against their group's (_step_level).
 
     A non-finite reward (NaN, inf) reaches the estimators as it is: they give its row zero
     advantage and leave it out of its group's statistics (and whitening leaves it at 0).
@@ -77,7 +96,9 @@ def estimate_advantages(batch: Batch, algo: AlgorithmConfig, group_size: int) ->
         kl = torch.where(mask.bool(), kl, 0)
         token_rewards = token_rewards - algo.kl_coef * kl
         stats["kl/ref"] = float(masked_mean(kl, mask))
-    if algo.advantage in SEQUENCE_ESTIMATORS:
+    if algo.step_advantages:
+        advantages = _step_level(token_rewards, mask, batch, algo, G, finite)
+    elif algo.advantage in SEQUENCE_ESTIMATORS:
         rewards = token_rewards.sum(dim=1).view(-1, G)
         seq_adv = SEQUENCE_ESTIMATORS[algo.advantage](rewards, batch, algo).view(-1)
         advantages = seq_adv.unsqueeze(1) * mask

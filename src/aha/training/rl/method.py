@@ -24,6 +24,7 @@ from aha.training.optimizer import build_optimizer
 from aha.training.phases import Phases
 from aha.training.rl.guidance import Guidance
 from aha.training.rl.length import build_length_shaping
+from aha.training.rl.likelihood import build_likelihood_reward
 from aha.training.rl.online_rm import build_online_rm, learning_reward_model
 from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
@@ -126,6 +127,8 @@ class RLMethod(Method):
         self.parts = StepParts(config, setup.engine, setup.task, self.sampler, setup.reward, self.learner, shape,
                                self.replay, self.partial, setup.env, self.length, online_rm=self.online_rm,
                                referee=self.referee,
+                               likelihood=build_likelihood_reward(config, self.learner.model, setup.tokenizer,
+                                                                  setup.engine.pad_id, setup.task, setup.dtype),
                                guidance=Guidance(algo, ro.group_size) if algo.guidance == "expo" else None)
         self.run_state = RLState(algo.length_coef, HackingMonitor(config.monitor, self.gold))
         self.modules, self.optimizers = checkpointed(self.learner, config)

@@ -12,6 +12,7 @@ from aha.tasks import PromptSampler, Task
 from aha.training.monitor import HackingMonitor
 from aha.training.rl.guidance import Guidance
 from aha.training.rl.length import LengthShaping
+from aha.training.rl.likelihood import LikelihoodReward
 from aha.training.rl.online_rm import OnlineRM
 from aha.training.rl.partial import PartialRollouts
 from aha.training.rl.referee import Referee
@@ -37,6 +38,7 @@ class StepParts:
     length: LengthShaping | None = None  # LASER-D targets, A-DLP per prompt (None: neither is on)
     online_rm: OnlineRM | None = None  # a reward model that learns during RL (reward[i].online)
     referee: Referee | None = None  # the policy as its own referee (URPO, config.referee)
+    likelihood: LikelihoodReward | None = None  # VeriFree: the policy's likelihood of the reference answer
     guidance: Guidance | None = None  # ExPO's answer-shown retries for unsolved groups (algorithm.guidance)
 
 

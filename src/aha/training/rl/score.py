@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from aha.algorithms import laser_bonus, length_cost, overlong_penalty
+from aha.algorithms import laser_bonus, length_cost, outcome_token_rewards, overlong_penalty
 from aha.config import AlgorithmConfig
 from aha.rollout import Rollouts
 
@@ -52,7 +52,14 @@ def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts,
     step (two steps closing in one token add up). A step that ends with the text (the last
     one) closes at the completion's last token, the stop token where the model stopped, as
     the process reward model scored it."""
-    out = torch.zeros(rollouts.completion_ids.shape)
+    return step_tokens(steps, rollouts, tokenizer)[0]
+
+
+def step_tokens(steps: list[list[tuple[int, float]]], rollouts: Rollouts,
+                tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+    """(step_token_rewards, (N, T) 1.0 at each token that closes a step): a step can be worth
+    exactly 0 (a clipped good step), and a step-level group baseline still counts it."""
+    out, ends = torch.zeros(rollouts.completion_ids.shape), torch.zeros(rollouts.completion_ids.shape)
     for i, row in enumerate(steps):
         # the whole completion, inserted tokens ("Wait") included, as its text was decoded;
         # a step closing on an inserted token is paid at the last token with the outcome
@@ -60,8 +67,10 @@ def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts,
         ids, text = rollouts.completion_ids[i, :length].tolist(), rollouts.texts[i]
         for end, value in row:
             if ids:
-                out[i, length - 1 if end >= len(text) else token_closing(tokenizer, ids, text, end)] += value
-    return out
+                t = length - 1 if end >= len(text) else token_closing(tokenizer, ids, text, end)
+                out[i, t] += value
+                ends[i, t] = 1.0
+    return out, ends
 
 
 def finite(values: torch.Tensor) -> torch.Tensor:
@@ -74,3 +83,67 @@ def finite_mean(values: torch.Tensor) -> float:
     """Mean of the finite entries; 0.0 if there are none."""
     values = finite(values)
     return float(values.mean()) if len(values) else 0.0
+
+
+def turn_ends(episodes) -> torch.Tensor:
+    """(N, T) 1.0 at the last policy token of each turn of each episode, where its reward is paid."""
+    ends = torch.zeros(episodes.turn_rewards.shape)
+    for i, episode in enumerate(episodes.episodes):
+        for end in episode.turn_ends:
+            if end >= 0:  # a turn with no token at all has nowhere to be paid
+                ends[i, end] = 1.0
+    return ends
+
+
+def task_stats(seen, algo) -> dict:
+    """A task mixture's step statistics per task (each sample's `task`), over every round the
+    step sampled: reward/<task>/mean (shaped), reward/<task>/verifier_mean (unshaped) and
+    reward/<task>/correct_frac. Nothing for a single task (its samples have no `task`)."""
+    tasks = [sample.get("task") for sample in seen.samples]
+    if not any(t is not None for t in tasks):
+        return {}
+    shaped, raw, stats = torch.cat(seen.shaped), torch.cat(seen.raw), {}
+    for task in dict.fromkeys(t for t in tasks if t is not None):
+        rows = torch.tensor([t == task for t in tasks])
+        stats[f"reward/{task}/mean"] = finite_mean(shaped[rows])
+        stats[f"reward/{task}/verifier_mean"] = finite_mean(raw[rows])
+        stats[f"reward/{task}/correct_frac"] = float((raw[rows] >= algo.length_correct_min).float().mean())
+    return stats
+
+
+def task_field(sample: dict) -> dict:
+    """{"task": ...} of a task mixture's sample (samples.jsonl says which task a row is), else nothing."""
+    return {"task": sample["task"]} if "task" in sample else {}
+
+
+def cut_to_one_step(step_rewards: torch.Tensor, step_ends: torch.Tensor, rollouts: Rollouts,
+                    rewards: torch.Tensor) -> None:
+    """In place: a completion cut at max_new_tokens (algorithm.truncated_reward) keeps none of
+    its steps and is one step worth its shaped reward, at its last token. Every estimator is
+    paid as before (that reward sat on that token as the outcome); a step-level group baseline
+    (algorithm.step_advantages) now weighs the cut answer against the other rows' steps, as a
+    sequence-level one weighs its total, rather than leaving it out: left out, a cut answer got
+    no advantage at all, and the policy learned to ramble to the limit to escape below-average
+    steps (runs/steps_delta, docs/methods.md)."""
+    cut = rollouts.truncated
+    paid = outcome_token_rewards(rewards, rollouts.completion_mask)
+    ends = outcome_token_rewards(torch.ones_like(rewards), rollouts.completion_mask)
+    step_rewards[cut], step_ends[cut] = paid[cut], ends[cut]
+
+
+def round_steps(episodes, result, rollouts: Rollouts, rewards: torch.Tensor, truncated_reward: float | None,
+                tokenizer) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(step_rewards, step_ends) of a scored round, (None, None) when its reward gave no step:
+    each episode's turn rewards where the turns end, or a process reward's steps
+    (RewardResult.steps) where they close; with truncated_reward a cut completion is one step
+    (cut_to_one_step)."""
+    if episodes is not None:
+        step_rewards, step_ends = episodes.turn_rewards.clone(), turn_ends(episodes)
+    elif result.steps is not None:
+        step_rewards, step_ends = step_tokens(result.steps, rollouts, tokenizer)
+    else:
+        return None, None
+    if truncated_reward is not None:
+        cut_to_one_step(step_rewards, step_ends, rollouts, rewards)
+    return step_rewards, step_ends
+

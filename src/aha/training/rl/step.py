@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aha.algorithms import adapt_length_coef, importance_weights, masked_mean, outside_fractions
+from aha.rewards.judge_http import endpoint_metrics
+from aha.rewards.judge_http import usage as endpoint_usage
 from aha.training.alarms import check_reward_failures
 from aha.training.phases import Phases
 from aha.training.rl.batch import Batch, group_rows
@@ -108,6 +110,7 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
     step's samples are in, before the update (asynchronous RL submits the next step's there)."""
     config, algo = parts.config, parts.config.algorithm
     synced = parts.engine.sync_seconds
+    endpoint_start = endpoint_usage()  # a judge endpoint's calls and tokens before this step's
     batch, stats, examples, seen = collect(parts, phases, state.length_coef, first, version=step - 1)
     # an engine that takes new weights at its first generate counts that in time/sync_s
     phases.exclude("generate", parts.engine.sync_seconds - synced)
@@ -117,6 +120,7 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
     check_reward_failures(stats, config.train.max_reward_failure_rate, parts.reward.first_errors, step)
     if state.monitor is not None:
         stats.update(state.monitor.measure(seen.texts, seen.samples))
+    stats.update(endpoint_metrics(endpoint_start))  # judge_http/*: the step's calls, failures and tokens
     if algo.length_coef or algo.length_adaptive:
         stats["length/penalty_coef"] = state.length_coef  # the one this step's rewards were shaped with
     if algo.length_adaptive and algo.length_adaptive_per == "batch":

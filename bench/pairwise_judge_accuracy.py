@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from aha.jsonl import read_jsonl  # noqa: E402
 from aha.prompts import token_ids  # noqa: E402
 from aha.rewards import multiple_choice  # noqa: E402
-from aha.rewards.judge import judge_model  # noqa: E402
+from aha.rewards.judge import greedy_replies, judge_model  # noqa: E402
 from aha.rewards.pairwise import first_preferred, judge_messages  # noqa: E402
 
 
@@ -41,15 +41,7 @@ def greedy_letters(model: str, conversations: list[list[dict]], batch_size: int 
     for start in range(0, len(conversations), batch_size):
         chunk = [token_ids(tok.apply_chat_template(c, add_generation_prompt=True, tokenize=True))
                  for c in conversations[start: start + batch_size]]
-        width = max(len(p) for p in chunk)
-        ids = torch.full((len(chunk), width), tok.pad_token_id)
-        mask = torch.zeros_like(ids)
-        for row, prompt in enumerate(chunk):  # left padding for generation
-            ids[row, width - len(prompt):] = torch.tensor(prompt)
-            mask[row, width - len(prompt):] = 1
-        out = loaded.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12, do_sample=False,
-                                    pad_token_id=tok.pad_token_id)
-        for text in tok.batch_decode(out[:, width:], skip_special_tokens=True):
+        for text in greedy_replies(loaded.model, tok, chunk, max_new_tokens=12):
             picks = [v for v in "AB" if multiple_choice(text, {"answer": v}) == 1.0]
             letters.append(picks[0] if len(picks) == 1 else None)
     return letters

@@ -143,9 +143,14 @@ def _expected_grades(model, tokenizer, prompts: list[list[int]], mode: str, scal
     return (probs @ torch.tensor(values)).tolist()
 
 
-@torch.no_grad()
 def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int,
                       max_new_tokens: int) -> list[float | None]:
+    return [parse_grade(text, scale) for text in greedy_replies(model, tokenizer, prompts, max_new_tokens)]
+
+
+@torch.no_grad()
+def greedy_replies(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[str]:
+    """The judge's greedy reply to each prompt (token ids), decoded, in one left-padded batch."""
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), tokenizer.pad_token_id)
     mask = torch.zeros_like(ids)
@@ -154,8 +159,7 @@ def _generated_grades(model, tokenizer, prompts: list[list[int]], scale: int,
         mask[row, width - len(prompt):] = 1
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
                          pad_token_id=tokenizer.pad_token_id)
-    texts = tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
-    return [parse_grade(text, scale) for text in texts]
+    return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
 
 def _local_grades(questions: list[Job], samples: list[dict], model: str, mode: str, scale: int,

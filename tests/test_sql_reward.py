@@ -106,6 +106,24 @@ def test_a_broken_sample_fails_with_a_clear_error(db, tmp_path):
     assert result.total.tolist() == [1.0]
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_db_dir_is_read_from_the_config_folder_unless_it_exists_from_here(db, tmp_path, monkeypatch, workers):
+    recipes, elsewhere = tmp_path / "recipes", tmp_path / "elsewhere"
+    (recipes / "dbs").mkdir(parents=True)
+    elsewhere.mkdir()
+    (recipes / "dbs" / "shop.db").write_bytes(db.read_bytes())
+    row = {"id": "a", "db": "shop.db", "answer": "SELECT name FROM items WHERE price > 1.9"}
+    spec = RewardSpec(fn="sql_execution", args={"db_dir": "dbs", "timeout_s": 2.0}, workers=workers)
+    score = lambda: build_reward([spec], base_dir=recipes).score(["SELECT name FROM items WHERE price >= 2"], [row])
+    monkeypatch.chdir(elsewhere)  # no dbs/ here: read from the config's folder
+    assert score().total.tolist() == [1.0]
+    (elsewhere / "dbs").mkdir()
+    conn = sqlite3.connect(elsewhere / "dbs" / "shop.db")  # dbs/ here wins, and its table has no 'name' column
+    conn.executescript("CREATE TABLE items(id INTEGER PRIMARY KEY, price REAL);")
+    conn.close()
+    assert score().failed.tolist() == [True]  # the reference cannot run there
+
+
 def test_the_query_is_the_last_sql_block_or_the_last_select():
     assert extract_query("First ```sql\nSELECT 1\n``` then ```sql\nSELECT 2;\n```") == "SELECT 2"
     assert extract_query("Try this:\nSELECT a\nFROM t;\nThat is all.") == "SELECT a\nFROM t"
@@ -117,7 +135,7 @@ def test_the_query_is_the_last_sql_block_or_the_last_select():
 
 def test_the_sql_shop_recipe_runs_on_the_tiny_model(tmp_path, monkeypatch):
     root = Path(__file__).parent.parent
-    monkeypatch.chdir(root)  # the recipe's db_dir is relative to where aha runs
+    monkeypatch.chdir(tmp_path)  # the recipe's db_dir, like its data, is read from the config's folder
     before = digest(root / "data/sql_shop/shop.db")
     config = load_config(root / "configs/sql_shop.yaml", [
         "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",

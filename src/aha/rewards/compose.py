@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from aha.config import RayConfig, RewardSpec
 from aha.config.sections import component_name
 from aha.rewards.calls import TOKENS, Outcome, SigintWatch, call_guarded, describe, score_parts, shown, takes_tokens
-from aha.rewards.functions import Logged, RewardError, StepScores, bind_args, resolve_function
+from aha.rewards.functions import Logged, RewardError, StepScores, bind_args, resolve_function, with_config_folder
 from aha.rewards.pool import WorkerPool
 
 if TYPE_CHECKING:  # annotations only: torch and Ray load where they are used
@@ -270,8 +270,9 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
         else:
             fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)
             is_batched, grouped = getattr(fn, "aha_batched", False), getattr(fn, "aha_grouped", False)
-            if spec.args:
-                fn = bind_args(fn, spec.args, key=f"{key}.args", batched=is_batched)
+            args = with_config_folder(fn, spec.args, base_dir)
+            if args:
+                fn = bind_args(fn, args, key=f"{key}.args", batched=is_batched)
             name = component_name(spec)
         if any(name == other.name for other in components):
             raise RewardError(f"{key}: two rewards are named {name!r}; set {key}.name")
@@ -281,9 +282,9 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
         if spec.workers and ray is not None and ray.reward_workers:
             from aha.rewards.ray_pool import RayRewardPool
 
-            pool = RayRewardPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s, ray)
+            pool = RayRewardPool(spec.fn, args, base_dir, spec.workers, spec.timeout_s, ray)
         elif spec.workers:
-            pool = WorkerPool(spec.fn, spec.args, base_dir, spec.workers, spec.timeout_s)
+            pool = WorkerPool(spec.fn, args, base_dir, spec.workers, spec.timeout_s)
         components.append(Component(name, fn, spec.weight, spec.combine, spec.gate_min, spec.clip_min, spec.clip_max,
                                     is_batched, pool, grouped))
     return CompositeReward(components)

@@ -161,3 +161,13 @@ def bind_args(fn: Callable, args: dict, key: str, batched: bool = False) -> Call
     except TypeError as err:
         raise RewardError(f"{key}: {err}") from None
     return functools.partial(fn, **args)
+
+
+def with_config_folder(fn: Callable, args: dict, base_dir: str | Path) -> dict:
+    """args, plus base_dir (the config's folder) for a function that declares that parameter and
+    is not given it, so the paths in its args can be read relative to the recipe (as data is)."""
+    try:
+        declared = "base_dir" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or C function without a signature
+        declared = False
+    return {**args, "base_dir": str(base_dir)} if declared and "base_dir" not in args else dict(args)

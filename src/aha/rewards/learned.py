@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from aha.config.paths import resolve_path
 from aha.rewards.functions import RewardError, batched
 from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
 from aha.rewards.process_reward import compute_dtype, model_reward_args
@@ -30,9 +31,7 @@ ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as
 def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward.model") -> Path:
     """A reward model checkpoint folder, or a run folder's newest checkpoint (as it is when
     the reward is built: a run that trains on is not followed)."""
-    folder = Path(path).expanduser()
-    if not folder.is_absolute() and not folder.exists():
-        folder = Path(base_dir) / folder
+    folder = resolve_path(path, base_dir)
     if not folder.is_dir():
         raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints)")
     described = lambda f: (f / DESCRIPTION).is_file() or (f / PRM_DESCRIPTION).is_file()

@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
+from aha.config.paths import resolve_path
+
 # what a query may do: read tables and columns, select, recurse (WITH RECURSIVE), call functions
 _ALLOWED = {sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE, sqlite3.SQLITE_FUNCTION}
 # functions that touch files or the engine; none is compiled into Python's sqlite3 by default, refused all the same
@@ -129,28 +131,30 @@ def _reference_rows(path: Path, mtime: float, query: str, timeout_s: float, max_
     return tuple(run_query(path, query, timeout_s, max_rows))
 
 
-def database_path(sample: dict, db_field: str, db_dir: str | Path) -> Path:
-    """The sample's database: its db_field, absolute or relative to db_dir."""
+def database_path(sample: dict, db_field: str, db_dir: str | Path, base_dir: str | Path = ".") -> Path:
+    """The sample's database: its db_field, absolute or relative to db_dir; db_dir as given
+    (absolute, or existing from where aha runs), else relative to base_dir (the config's folder)."""
     if not sample.get(db_field):
         raise ValueError(f"sql_execution: the sample has no {db_field!r} field naming its SQLite database")
     path = Path(str(sample[db_field])).expanduser()
-    path = path if path.is_absolute() else Path(db_dir).expanduser() / path
+    path = path if path.is_absolute() else resolve_path(db_dir, base_dir) / path
     if not path.is_file():
         raise FileNotFoundError(f"sql_execution: no SQLite database at {path} (the sample's {db_field!r}, in db_dir)")
     return path
 
 
 def sql_execution(completion: str, sample: dict, db_field: str = "db", timeout_s: float = 2.0,
-                  max_rows: int = 10_000, partial: bool = False, db_dir: str = ".") -> float:
+                  max_rows: int = 10_000, partial: bool = False, db_dir: str = ".", base_dir: str = ".") -> float:
     """1.0 when the completion's query returns the reference query's result set (sample's
     answer) on the sample's database (sample[db_field]): compared as multisets of rows, or as
     sequences when the reference has an outer ORDER BY; column names are not compared. A query
     that is missing, malformed, refused (any write), too slow or too large scores 0. partial:
     a wrong result scores the multiset F1 of its rows against the reference's (0.5 for the right
     rows in the wrong order). A reference that cannot run is the sample's fault: it raises
-    (the sample is scored as failed). db_dir: the folder a relative database path is in
-    (default: the directory aha runs from)."""
-    path = database_path(sample, db_field, db_dir)
+    (the sample is scored as failed). db_dir: the folder a relative database path is in, as
+    given when it exists from the directory aha runs in, else relative to the config's folder
+    (base_dir, which aha gives)."""
+    path = database_path(sample, db_field, db_dir, base_dir)
     reference_query = str(sample.get("answer") or "").strip().rstrip(";")
     try:
         reference = list(_reference_rows(path, path.stat().st_mtime, reference_query, timeout_s, max_rows))

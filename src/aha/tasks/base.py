@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aha.config import BUILT_IN_TASKS, TaskConfig
 from aha.config.mixture import task_label
+from aha.config.paths import resolve_path
 from aha.errors import TaskError
 from aha.tasks.arithmetic import arithmetic_splits
 from aha.tasks.mixture import interleaved, tagged
@@ -78,14 +79,6 @@ def _one_task(cfg: TaskConfig, base_dir: str | Path) -> Task:
         raise TaskError(f"task.name: unknown built-in task {cfg.name!r} (built-in: {', '.join(BUILT_IN)}); or set "
                         "task.data")
     return Task(name, train, held_out, cfg.system_prompt, list(cfg.few_shot))
-
-
-def resolve_path(path: str, base: str | Path) -> Path:
-    """A data path as given (absolute, or existing from here), else relative to the config's folder."""
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
-    return Path(base) / p
 
 
 def check_answers(task: Task, key: str, fix: str) -> None:

@@ -13,11 +13,11 @@ import torch
 from tqdm.auto import tqdm
 
 from aha.config import Config
+from aha.config.paths import resolve_path
 from aha.models.adapters import trainable_parameters
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
-from aha.tasks.base import resolve_path
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases

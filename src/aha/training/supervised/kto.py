@@ -20,13 +20,13 @@ from tqdm.auto import tqdm
 
 from aha.algorithms import kto_loss, kto_reference_point
 from aha.config import Config
+from aha.config.paths import resolve_path
 from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
 from aha.models.compute import stop_token
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
-from aha.tasks.base import resolve_path
 from aha.tasks.samples import read_prompt_rows
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from aha.config import Config
+from aha.config.paths import resolve_path
 from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
 from aha.models.compute import stop_token
@@ -24,7 +25,6 @@ from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.rewards.process_reward import DESCRIPTION  # in every checkpoint: rewards/learned.py tells a PRM by it
 from aha.tasks import PromptSampler, Task, encode_prompts
-from aha.tasks.base import resolve_path
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases

@@ -13,12 +13,12 @@ import torch
 from aha.algorithms.preference import bradley_terry_loss
 from aha.algorithms.reward_model import angular_similarity, bootstrap_weights, length_ratio, pcrm_cap, pcrm_upper_loss
 from aha.config import Config
+from aha.config.paths import resolve_path
 from aha.models.adapters import trainable_parameters
 from aha.models.reward_model import RewardModel, ensemble_score, reward_head
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
-from aha.tasks.base import resolve_path
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases

@@ -6,13 +6,13 @@ checkpoints/step-N is the `model:` of the RL run that follows it."""
 from __future__ import annotations
 
 from aha.config import Config
+from aha.config.paths import resolve_path
 from aha.errors import TaskError
 from aha.models.adapters import trainable_parameters
 from aha.models.compute import stop_token
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
-from aha.tasks.base import resolve_path
 from aha.tasks.synthetic import sft_record
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer

@@ -245,3 +245,30 @@ def test_the_mixture_recipe_runs_on_the_tiny_model(tmp_path):
     assert [r["step"] for r in logged if "reward/mean" in r] == [1, 2]
     final = logged[-1]
     assert {f"eval/{t}/accuracy" for t in ("letter_count", "connectivity", "arithmetic")} <= set(final)
+
+
+def test_sampled_eval_gives_each_task_of_a_mixture_its_own_pass_at_k(tmp_path):
+    """`aha eval --samples` on a mixture: a pass@k curve for each task on its own problems,
+    beside the whole set's, which is their problem-weighted mean at every k."""
+    from aha.eval.compare import summarize
+    from aha.eval.study import run_study
+
+    config = mixture_config(tmp_path, "run")
+    report = run_study(config, ["tiny"], 4, tmp_path / "study")
+    curves = report["models"]["tiny"]["curves"]
+    assert {"pass@k [letter_count]", "pass@k [arithmetic]"} <= set(curves)
+    solved = report["models"]["tiny"]["solved"]
+    sizes = {t: sum(i.startswith(t + "/") for i in solved) for t in ("letter_count", "arithmetic")}
+    assert sizes == {"letter_count": 4, "arithmetic": 4}
+    for j, k in enumerate(curves["pass@k"]["k"]):
+        weighted = sum(sizes[t] * curves[f"pass@k [{t}]"]["mean"][j] for t in sizes) / sum(sizes.values())
+        assert curves["pass@k"]["mean"][j] == pytest.approx(weighted)
+    assert "pass@k [letter_count]" in (tmp_path / "study/report.html").read_text()
+    # by hand: task a solves 2 of 2 samples and 0 of 2; task b 1 of 2 -> pass@1 0.5 and 0.5, pass@2 0.5 and 1.0
+    sample = lambda score: {"completion": "x", "score": score, "answer": None, "length": 1, "truncated": False}
+    by_problem = {"a/1": [sample(1.0), sample(1.0)], "a/2": [sample(0.0), sample(0.0)],
+                  "b/1": [sample(1.0), sample(0.0)]}
+    hand = summarize(by_problem, task_of={"a/1": "a", "a/2": "a", "b/1": "b"})["curves"]
+    assert hand["pass@k [a]"]["mean"] == [0.5, 0.5] and hand["pass@k [b]"]["mean"] == [0.5, 1.0]
+    assert hand["pass@k"]["mean"] == pytest.approx([0.5, 2 / 3])
+    assert "pass@k [a]" not in summarize(by_problem)["curves"]

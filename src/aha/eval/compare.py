@@ -47,11 +47,18 @@ def _curve(per_problem: np.ndarray, ks: list[int], seed: int) -> dict:
     return {"k": ks, "mean": np.nanmean(per_problem, axis=0).tolist(), "lo": lo.tolist(), "hi": hi.tolist()}
 
 
-def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int = 200) -> dict:
+def task_curve_name(task: str) -> str:
+    """The pass@k curve of one task of a mixture, beside the whole eval set's."""
+    return f"pass@k [{task}]"
+
+
+def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int = 200,
+              task_of: dict[str, str] | None = None) -> dict:
     """Curves over k = 1, 2, 4, ..., n (mean over problems with a 95% bootstrap band):
     pass@k; maj@k and voting weighted by self-certainty, a stated confidence or an
     eval.rank_by reward; best-of-k ranked by mean log-prob, self-certainty or an eval.rank_by
-    reward. Plus length and, where completions state a confidence, calibration."""
+    reward. Plus length and, where completions state a confidence, calibration. task_of (a
+    mixture's problem id -> task): pass@k of each task's problems too, as "pass@k [task]"."""
     ids = sorted(by_problem)
     n = min(len(by_problem[i]) for i in ids)
     ks = ks_up_to(n)
@@ -64,6 +71,9 @@ def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int 
     vote = lambda i, k, weights=None: vote_at_k(column(i, "answer"), correct[i], k, weights, draws=vote_draws,
                                                 seed=seed)
     curves = {"pass@k": _curve(pass_at_k_table([n] * len(ids), counts, ks), ks, seed)}
+    for task in dict.fromkeys(task_of[i] for i in ids) if task_of else ():
+        mine = [c for i, c in zip(ids, counts) if task_of[i] == task]
+        curves[task_curve_name(task)] = _curve(pass_at_k_table([n] * len(mine), mine, ks), ks, seed)
     blocker = voting_blocker([a for i in ids for a in column(i, "answer")], [c for i in ids for c in correct[i]])
     if blocker is None:
         curves["maj@k"] = per_problem(vote)

@@ -77,6 +77,7 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
     """Each model's summary; with eval.temperatures, one a temperature and one of their pool."""
     temperatures = config.eval.temperatures
     summaries, samples = {}, {}
+    task_of = {p["id"]: p["task"] for p in problems} if config.task.mixture else None  # tagged by tasks/mixture.py
     for label in models:
         by_temperature = _sample(config, label, n, out, task, problems, scorer, rankers, temperatures or [None])
         if temperatures:
@@ -85,7 +86,8 @@ def _study(config: Config, models: list[str], n: int, out: Path, task, problems,
         else:
             entries = [(label, [config.rollout.temperature], by_temperature[None])]
         for name, drawn_at, by_problem in entries:
-            summaries[name] = {**summarize(by_problem, seed=config.seed), "model": label, "temperatures": drawn_at}
+            summaries[name] = {**summarize(by_problem, seed=config.seed, task_of=task_of), "model": label,
+                               "temperatures": drawn_at}
             samples[name] = by_problem
     # two models are compared as a whole: by their pools where there are temperatures
     main = [entry_label(label, temperatures) if temperatures else label for label in models]

@@ -11,7 +11,17 @@ from test_interventions import learner_logprobs
 
 from aha.algorithms import discounted_returns, gae_advantages, outcome_token_rewards
 from aha.config import Config, ConfigError, RewardSpec, load_config
-from aha.envs import EnvError, ToolUse, TryAgain, Turn, TurnBridge, build_environment, calculate, run_episodes
+from aha.envs import (
+    EnvError,
+    ToolUse,
+    TryAgain,
+    Turn,
+    TurnBridge,
+    build_environment,
+    calculate,
+    check_turn,
+    run_episodes,
+)
 from aha.models.tiny import tiny_model, tiny_tokenizer
 from aha.rewards import build_reward
 from aha.rewards.code import sandbox_support
@@ -120,6 +130,40 @@ def test_the_bridge_is_the_chat_template_of_the_whole_conversation():
     assert "<|im_end|>" in tokenizer.decode(markup[markup.index(answer[-1], 1) - 10:], skip_special_tokens=True)
     tokenizer.chat_template = None  # a base model: labelled turns, as aha writes a conversation for it
     assert TurnBridge(tokenizer).text("No.") == "\n\nUser: No.\n\nAssistant:"
+
+
+# Qwen2.5's way with tool results, cut down: a tool message is a user turn holding <tool_response>
+TOOL_TEMPLATE = ("{% for m in messages %}{% if m.role == 'tool' %}{{ '<|im_start|>user\n<tool_response>\n' + m.content"
+                 " + '\n</tool_response><|im_end|>\n' }}{% else %}{{ '<|im_start|>' + m.role + '\n' + m.content"
+                 " + '<|im_end|>\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+                 "{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def test_a_tool_result_is_written_in_the_templates_tool_message_where_it_has_one():
+    tokenizer = tiny_tokenizer()
+    tokenizer.chat_template = TOOL_TEMPLATE
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    render = lambda messages: tokenizer.apply_chat_template(messages, add_generation_prompt=True,  # noqa: E731
+                                                            return_dict=True)["input_ids"]
+    answer = tokenizer("<lookup>k7</lookup>", add_special_tokens=False)["input_ids"] + [end]
+    turns = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "<lookup>k7</lookup>"}]
+    bridge = TurnBridge(tokenizer)
+    tool = render(turns + [{"role": "tool", "content": "Output: 42"}])
+    assert render(turns[:1]) + answer + bridge.ids("Output: 42", end, "tool") == tool
+    assert "<tool_response>" in tokenizer.decode(bridge.ids("Output: 42", end, "tool"))
+    assert render(turns[:1]) + answer + bridge.ids("No.", end) == render(turns + [{"role": "user", "content": "No."}])
+    # a template that never names the tool role, or raises on it: the result is a user message
+    for template in (tiny_tokenizer().chat_template,
+                     "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+                     "{{ m.role + ': ' + m.content + '\n' }}{% endfor %}"):
+        tokenizer.chat_template = template
+        plain = TurnBridge(tokenizer)
+        assert plain.ids("Output: 42", None, "tool") == plain.ids("Output: 42", None, "user")
+
+
+def test_a_turn_with_an_unknown_role_is_refused():
+    with pytest.raises(EnvError, match="Turn.role must be one of user, tool, got 'system'"):
+        check_turn(Turn(0.0, False, "hi", role="system"), "mine")
 
 
 def test_episodes_stop_when_done_or_out_of_turns(engine):

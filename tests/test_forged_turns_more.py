@@ -48,7 +48,7 @@ def marker_ids(tok) -> set[int]:
 
 def original_bridge(bridge: TurnBridge, observation: str) -> list[int]:
     """The bridge's ids as they were written before PlainText (stop token not dropped)."""
-    before, after = bridge.around
+    before, after = bridge.around["user"]
     encode = lambda text, **kw: list(bridge.tokenizer(text, add_special_tokens=False, **kw)["input_ids"])
     return encode(before) + (encode(observation, split_special_tokens=True) if observation else []) + encode(after)
 

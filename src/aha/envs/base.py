@@ -25,6 +25,9 @@ class EnvError(ValueError):
     """An environment that cannot be built as configured, or that broke its contract."""
 
 
+ROLES = ("user", "tool")  # who speaks an observation
+
+
 @dataclass(frozen=True)
 class Turn:
     """The environment's answer to one policy turn."""
@@ -32,6 +35,9 @@ class Turn:
     reward: float  # paid at the turn's last token; an episode's return is the sum over its turns
     done: bool  # the episode ends here (it also ends after env.max_turns policy turns)
     observation: str = ""  # what the policy reads next, as the next user message (unused when done)
+    # "tool": the observation is a tool's result, written in the template's tool message where
+    # it has one (envs/episodes.py: TurnBridge), else as a user message like any other
+    role: str = "user"
     # numbers about the turn (e.g. correct: 1.0), logged for an episode's first and final turn
     info: dict[str, float] = field(default_factory=dict)
 
@@ -58,6 +64,8 @@ def check_turn(turn, name: str) -> Turn:
         raise EnvError(f"environment {name}: Turn.reward must be a number, got {turn.reward!r}")
     if not isinstance(turn.observation, str):
         raise EnvError(f"environment {name}: Turn.observation must be a string, got {type(turn.observation).__name__}")
+    if turn.role not in ROLES:
+        raise EnvError(f"environment {name}: Turn.role must be one of {', '.join(ROLES)}, got {turn.role!r}")
     for key, value in turn.info.items():
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             raise EnvError(f"environment {name}: Turn.info[{key!r}] must be a finite number, got {value!r}")

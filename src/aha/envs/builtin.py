@@ -218,7 +218,7 @@ class ToolUse:
             self.counts["tool_errors"] += result.status == "error"
             self.counts["tool_timeouts"] += result.status == "timeout"
             output = result.output if len(result.output) <= self.max_output else result.output[:self.max_output] + "..."
-            return Turn(0.0, False, f"Output: {output}", info=dict(self.counts))
+            return Turn(0.0, False, f"Output: {output}", role="tool", info=dict(self.counts))
         score, right = _judge(self.reward, action, self.sample, self.correct_min)
         return Turn(score, True, info={**self.counts, "correct": float(right)})
 

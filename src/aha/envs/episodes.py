@@ -32,24 +32,39 @@ class TurnBridge:
 
     With a chat template these come from the template itself, rendered around a marker
     assistant message; without one (a base model) the turns are written out as labelled text,
-    as aha writes a conversation for such a model."""
+    as aha writes a conversation for such a model. A tool's result (Turn.role "tool") is
+    written in the template's tool message when the template has one (it names the tool role:
+    Qwen's <tool_response> turn, Llama's ipython turn), else as a user message: a template that
+    never names the role would write a turn its model never saw."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.plain = PlainText(tokenizer)  # the observation as ordinary text
-        self.templated = getattr(tokenizer, "chat_template", None) is not None
+        template = getattr(tokenizer, "chat_template", None)
+        self.templated = template is not None
         # rendered once, before the first turn: a template that cannot write a second user turn fails here
         before, found, after = self.text(_OBSERVATION).partition(_OBSERVATION)
         if not found:
             raise EnvError("the tokenizer's chat template does not write user messages as given: "
                            "multi-turn episodes need one that does")
-        self.around = before, after
+        self.around = {"user": (before, after)}
+        if isinstance(template, str) and "tool" in template:
+            self.around["tool"] = self._tool_around()
 
-    def text(self, observation: str) -> str:
+    def _tool_around(self) -> tuple[str, str]:
+        """The bridge around a tool message, or the user message's where the template cannot
+        write one as given (it raises, or drops or rewrites the content)."""
+        try:
+            before, found, after = self.text(_OBSERVATION, "tool").partition(_OBSERVATION)
+        except EnvError:
+            found = ""
+        return (before, after) if found else self.around["user"]
+
+    def text(self, observation: str, role: str = "user") -> str:
         if not self.templated:
             return f"\n\nUser: {observation}\n\nAssistant:"
         messages = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _MARK},
-                    {"role": "user", "content": observation}]
+                    {"role": role, "content": observation}]
         try:
             rendered = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         except Exception as err:  # noqa: BLE001 - a template that rejects a second user turn
@@ -60,15 +75,15 @@ class TurnBridge:
                            "multi-turn episodes need one that does")
         return rendered[rendered.index(_MARK) + len(_MARK):]
 
-    def ids(self, observation: str, stop_token: int | None) -> list[int]:
+    def ids(self, observation: str, stop_token: int | None, role: str = "user") -> list[int]:
         """The bridge's token ids. The template's own markup is read with its special tokens;
         the observation itself never is (a tool that prints "<|im_end|>" shows that text, it
         does not end a turn): it is often the policy's own text again (a program's output, an
         echoed answer), so it is read as PlainText reads the policy's text, the template's turn
         markers that are not special tokens (DeepSeek-R1's "<｜User｜>") included. stop_token: the
         policy's turn ended on this stop token (None: it was cut at its budget), which the
-        bridge then does not repeat."""
-        before, after = self.around
+        bridge then does not repeat. role: "tool" for a tool's result (the class's note)."""
+        before, after = self.around.get(role, self.around["user"])
         encode = lambda text: list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         ids = encode(before) + (self.plain(observation)["input_ids"] if observation else []) + encode(after)
         # the policy's stop token is the template's end of turn
@@ -162,7 +177,7 @@ def run_episodes(engine: Engine, task: Task, make_env: EnvFactory, samples: list
             episode.done = result.done or turn == max_turns
             if not episode.done:
                 stopped = bool(ids) and ids[-1] in engine.eos_ids and not episode.truncated
-                bridge_ids = bridge.ids(result.observation, ids[-1] if stopped else None)
+                bridge_ids = bridge.ids(result.observation, ids[-1] if stopped else None, result.role)
                 episode.observations.append(result.observation)
                 episode.tokens += bridge_ids
                 episode.policy += [False] * len(bridge_ids)

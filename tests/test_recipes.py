@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_recipes import tiny_overrides
 
 from aha.config import load_config
 from aha.training.loop import train
@@ -65,13 +66,12 @@ def test_sft_then_grpo_recipe_starts_from_the_sft_checkpoint(tmp_path):
 def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
     """The recipe as shipped, with the tiny model as policy and judge: the judge's grades are
     the trained reward, the gold verifier is logged beside them."""
-    config = load_config(CONFIGS / "judge_monitor.yaml", [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
-        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+    config = load_config(CONFIGS / "judge_monitor.yaml", tiny_overrides(
+        tmp_path / "run", "task.num_eval=4",
         "eval.before=false", "eval.after=false", "algorithm.truncated_reward=null", "algorithm.dynamic_sampling=false",
         "reward=[{fn: rubric_judge, name: judge, args: {rubric: 'Correct product.', model: tiny, show_reference: "
         "false}}]",
-    ])
+    ))
     assert config.monitor.gold[0].fn == "numeric_answer"
     summary = train(config, echo=lambda *_: None)
     steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
@@ -84,12 +84,11 @@ def test_judge_monitor_recipe_runs_with_a_tiny_judge(tmp_path):
 def test_verifree_recipe_runs_on_the_tiny_model(tmp_path):
     """The recipe as shipped on the tiny model: the policy's likelihood of the reference answer
     is the only reward, the gold verifier is logged beside it."""
-    config = load_config(CONFIGS / "verifree.yaml", [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
-        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+    config = load_config(CONFIGS / "verifree.yaml", tiny_overrides(
+        tmp_path / "run", "task.num_eval=4",
         "eval.before=false", "eval.after=false", "algorithm.dynamic_sampling=false", "train.dtype=float32",
         "algorithm.truncated_reward=null",  # the tiny model never stops: keep its likelihood
-    ])
+    ))
     assert config.reward == [] and config.likelihood_reward.weight == 1.0
     summary = train(config, echo=lambda *_: None)
     steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
@@ -103,11 +102,10 @@ def test_urpo_recipe_runs_on_the_tiny_model(tmp_path):
     """The recipe as shipped on the tiny model: the referee's P(yes) is the only reward, the gold
     verifier is logged beside it; numeric_answer marks the tiny model's random text wrong, so no
     balanced judge prompts are found, and the metrics say so."""
-    config = load_config(CONFIGS / "urpo.yaml", [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
-        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "task.num_eval=4",
+    config = load_config(CONFIGS / "urpo.yaml", tiny_overrides(
+        tmp_path / "run", "task.num_eval=4",
         "eval.before=false", "eval.after=false", "algorithm.dynamic_sampling=false", "train.dtype=float32",
-    ])
+    ))
     assert config.reward == [] and config.referee.verifier == config.monitor.gold[0].fn == "numeric_answer"
     summary = train(config, echo=lambda *_: None)
     steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
@@ -125,12 +123,9 @@ def test_recipe_runs_on_the_tiny_model(tmp_path, name):
     # (it also rarely stops, so truncated completions keep their score here)
     (tmp_path / "parity.py").write_text("def parity(completion, sample):\n    return float(len(completion) % 2)\n")
     config = load_config(CONFIGS / f"{name}.yaml", [
-        f"reward=[{{fn: '{tmp_path / 'parity.py'}:parity'}}]",
-        "model=tiny", f"output_dir={tmp_path / name}", "train.steps=2", "train.checkpoint_every=0",
-        "train.micro_batch_size=4", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
-        "task.num_eval=4", "eval.before=false", "eval.max_new_tokens=6", "train.lr=1e-3",
-        "algorithm.truncated_reward=null",
-    ])
+        f"reward=[{{fn: '{tmp_path / 'parity.py'}:parity'}}]", *tiny_overrides(
+            tmp_path / name, "train.micro_batch_size=4", "task.num_eval=4", "eval.before=false",
+            "eval.max_new_tokens=6", "train.lr=1e-3", "algorithm.truncated_reward=null")])
     summary = train(config, echo=lambda *_: None)
     records = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "loss/total" in r]

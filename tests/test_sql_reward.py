@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_recipes import tiny_overrides
 
 from aha.config import RewardSpec, load_config
 from aha.rewards import build_reward
@@ -137,10 +138,9 @@ def test_the_sql_shop_recipe_runs_on_the_tiny_model(tmp_path, monkeypatch):
     root = Path(__file__).parent.parent
     monkeypatch.chdir(tmp_path)  # the recipe's db_dir, like its data, is read from the config's folder
     before = digest(root / "data/sql_shop/shop.db")
-    config = load_config(root / "configs/sql_shop.yaml", [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
-        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "eval.limit=4",
-        "eval.max_new_tokens=6", "algorithm.dynamic_sampling=false", "eval.before=false"])
+    config = load_config(root / "configs/sql_shop.yaml", tiny_overrides(
+        tmp_path / "run", "eval.limit=4", "eval.max_new_tokens=6", "algorithm.dynamic_sampling=false",
+        "eval.before=false"))
     train(config, echo=lambda *_: None)
     steps = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in steps if "time/step_s" in r] == [1, 2]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from test_environments import engine  # noqa: F401 - the tiny engine fixture
+from tiny_recipes import tiny_overrides
 
 from aha.config import Config, RewardSpec, load_config
 from aha.envs import EnvError, ToolUse, build_environment, run_episodes
@@ -174,10 +175,9 @@ def test_a_template_with_a_tool_format_is_given_the_tools(tool_dir):
 
 def test_the_tool_lookup_recipe_runs_on_the_tiny_model(tmp_path):
     root = Path(__file__).parent.parent
-    config = load_config(root / "configs/tool_lookup.yaml", [
-        "model=tiny", f"output_dir={tmp_path / 'run'}", "train.steps=2", "train.checkpoint_every=0",
-        "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "eval.limit=4",
-        "eval.max_new_tokens=6", "algorithm.dynamic_sampling=false", "eval.before=false"])
+    config = load_config(root / "configs/tool_lookup.yaml", tiny_overrides(
+        tmp_path / "run", "eval.limit=4", "eval.max_new_tokens=6", "algorithm.dynamic_sampling=false",
+        "eval.before=false"))
     train(config, echo=lambda *_: None)
     steps = [json.loads(line) for line in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
     for key in ("reward/final_tool_calls", "reward/final_tool_errors", "reward/final_tool_timeouts"):

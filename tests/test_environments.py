@@ -137,6 +137,24 @@ TOOL_TEMPLATE = ("{% for m in messages %}{% if m.role == 'tool' %}{{ '<|im_start
                  " + '\n</tool_response><|im_end|>\n' }}{% else %}{{ '<|im_start|>' + m.role + '\n' + m.content"
                  " + '<|im_end|>\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
                  "{{ '<|im_start|>assistant\n' }}{% endif %}")
+GENERATION = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+NO_TOOL_MESSAGE = {  # templates under which a tool's result stays a user message
+    "never names the role": tiny_tokenizer().chat_template,
+    "raises on it": "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+                    "{{ m.role + ': ' + m.content + '\n' }}{% endfor %}" + GENERATION,
+    # names `tools` (their schemas) but writes every role alike: '<|im_start|>tool' is a turn it never saw
+    "writes every role alike": "{% if tools %}{{ 'Tools: ...\n' }}{% endif %}{% for m in messages %}"
+                               "{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{% endfor %}"
+                               + GENERATION,
+    # Llama 3.1's way: the tool output JSON-encoded, which text put in verbatim would not match
+    "encodes the content": "{% for m in messages %}{% if m.role == 'tool' %}{{ '<|im_start|>ipython\n' + "
+                           "(m.content | tojson) + '<|im_end|>\n' }}{% else %}{{ '<|im_start|>' + m.role + '\n' + "
+                           "m.content + '<|im_end|>\n' }}{% endif %}{% endfor %}" + GENERATION,
+    # DeepSeek-R1's way: no assistant opening after a tool output
+    "does not open the assistant's turn after it": "{% set ns = namespace(tool=false) %}{% for m in messages %}"
+        "{% set ns.tool = m.role == 'tool' %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}"
+        "{% endfor %}{% if add_generation_prompt and not ns.tool %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+}
 
 
 def test_a_tool_result_is_written_in_the_templates_tool_message_where_it_has_one():
@@ -152,13 +170,33 @@ def test_a_tool_result_is_written_in_the_templates_tool_message_where_it_has_one
     assert render(turns[:1]) + answer + bridge.ids("Output: 42", end, "tool") == tool
     assert "<tool_response>" in tokenizer.decode(bridge.ids("Output: 42", end, "tool"))
     assert render(turns[:1]) + answer + bridge.ids("No.", end) == render(turns + [{"role": "user", "content": "No."}])
-    # a template that never names the tool role, or raises on it: the result is a user message
-    for template in (tiny_tokenizer().chat_template,
-                     "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
-                     "{{ m.role + ': ' + m.content + '\n' }}{% endfor %}"):
-        tokenizer.chat_template = template
-        plain = TurnBridge(tokenizer)
-        assert plain.ids("Output: 42", None, "tool") == plain.ids("Output: 42", None, "user")
+
+
+@pytest.mark.parametrize("template", list(NO_TOOL_MESSAGE), ids=list(NO_TOOL_MESSAGE))
+def test_under_a_template_without_a_tool_message_of_its_own_a_tool_result_is_a_user_message(template):
+    tokenizer = tiny_tokenizer()
+    tokenizer.chat_template = NO_TOOL_MESSAGE[template]
+    bridge = TurnBridge(tokenizer)
+    assert bridge.ids("Output: 42", None, "tool") == bridge.ids("Output: 42", None, "user")
+
+
+def test_an_episode_writes_a_tool_turn_as_the_template_does(engine):
+    class ToolTurn(Scripted):
+        script = [(0.0, False, "Output: 42"), (1.0, True, "")]
+
+        def step(self, action):
+            reward, done, observation = self.script[self.turn]
+            self.turn += 1
+            return Turn(reward, done, observation, role="tool")
+
+    engine.tokenizer.chat_template, template = TOOL_TEMPLATE, engine.tokenizer.chat_template
+    try:
+        played = run_episodes(engine, Task("t", [], []), ToolTurn, SAMPLES[:1], group_size=1, max_turns=2)
+    finally:
+        engine.tokenizer.chat_template = template
+    ro = played.rollouts
+    observed = ro.completion_ids[0][ro.observation_mask[0].bool()].tolist()
+    assert "<tool_response>\nOutput: 42\n</tool_response>" in engine.tokenizer.decode(observed)
 
 
 def test_a_turn_with_an_unknown_role_is_refused():

@@ -115,7 +115,14 @@ def test_db_dir_is_read_from_the_config_folder_unless_it_exists_from_here(db, tm
     (recipes / "dbs" / "shop.db").write_bytes(db.read_bytes())
     row = {"id": "a", "db": "shop.db", "answer": "SELECT name FROM items WHERE price > 1.9"}
     spec = RewardSpec(fn="sql_execution", args={"db_dir": "dbs", "timeout_s": 2.0}, workers=workers)
-    score = lambda: build_reward([spec], base_dir=recipes).score(["SELECT name FROM items WHERE price >= 2"], [row])
+
+    def score():
+        reward = build_reward([spec], base_dir=recipes)
+        try:
+            return reward.score(["SELECT name FROM items WHERE price >= 2"], [row])
+        finally:
+            reward.close()  # its worker process too
+
     monkeypatch.chdir(elsewhere)  # no dbs/ here: read from the config's folder
     assert score().total.tolist() == [1.0]
     (elsewhere / "dbs").mkdir()

@@ -35,11 +35,11 @@ class Turn:
     reward: float  # paid at the turn's last token; an episode's return is the sum over its turns
     done: bool  # the episode ends here (it also ends after env.max_turns policy turns)
     observation: str = ""  # what the policy reads next, as the next user message (unused when done)
+    # numbers about the turn (e.g. correct: 1.0), logged for an episode's first and final turn
+    info: dict[str, float] = field(default_factory=dict)
     # "tool": the observation is a tool's result, written in the template's tool message where
     # it has one (envs/episodes.py: TurnBridge), else as a user message like any other
     role: str = "user"
-    # numbers about the turn (e.g. correct: 1.0), logged for an episode's first and final turn
-    info: dict[str, float] = field(default_factory=dict)
 
 
 class Environment(Protocol):

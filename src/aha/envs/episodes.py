@@ -23,6 +23,7 @@ from aha.tasks import Task, encode_prompts
 
 _MARK = "\u2063aha-turn-end\u2063"  # an assistant message no template changes, to find where it ends
 _OBSERVATION = "\u2063aha-observation\u2063"  # where the observation goes in the rendered bridge
+_PROBE = 'aha "probe"\n\\ end'  # text a template that escapes or encodes a message would change
 
 
 class TurnBridge:
@@ -48,17 +49,26 @@ class TurnBridge:
             raise EnvError("the tokenizer's chat template does not write user messages as given: "
                            "multi-turn episodes need one that does")
         self.around = {"user": (before, after)}
-        if isinstance(template, str) and "tool" in template:
-            self.around["tool"] = self._tool_around()
+        self.around["tool"] = self._tool_around() if isinstance(template, str) else self.around["user"]
 
     def _tool_around(self) -> tuple[str, str]:
-        """The bridge around a tool message, or the user message's where the template cannot
-        write one as given (it raises, or drops or rewrites the content)."""
+        """The bridge around a tool message, or the user message's where the template has no
+        tool message of its own: it raises on the role, writes it as any role (the role's name
+        in the user turn's place), rewrites the content (Llama 3.1's `tojson`: the bridge could
+        not put text in verbatim), or does not open the next assistant message as it does after
+        a user turn (DeepSeek-R1's template after a tool output)."""
+        user = self.around["user"]
         try:
             before, found, after = self.text(_OBSERVATION, "tool").partition(_OBSERVATION)
-        except EnvError:
-            found = ""
-        return (before, after) if found else self.around["user"]
+            verbatim = self.text(_PROBE, "tool") == before + _PROBE + after
+            generic = before + found + after == self.text(_OBSERVATION).replace("user", "tool")
+            turn = [{"role": "user", "content": "?"}]
+            render = lambda opened: self.tokenizer.apply_chat_template(turn, add_generation_prompt=opened,
+                                                                       tokenize=False)
+            opening = render(True).removeprefix(render(False))  # what opens the assistant's next message
+        except Exception:  # noqa: BLE001 - a template that cannot write the role keeps the user turn
+            return user
+        return (before, after) if found and verbatim and after.endswith(opening) and not generic else user
 
     def text(self, observation: str, role: str = "user") -> str:
         if not self.templated:

@@ -170,4 +170,5 @@ def with_config_folder(fn: Callable, args: dict, base_dir: str | Path) -> dict:
         declared = "base_dir" in inspect.signature(fn).parameters
     except (TypeError, ValueError):  # a builtin or C function without a signature
         declared = False
-    return {**args, "base_dir": str(base_dir)} if declared and "base_dir" not in args else dict(args)
+    # absolute: a worker or Ray actor may run from another directory
+    return {**args, "base_dir": str(Path(base_dir).resolve())} if declared and "base_dir" not in args else dict(args)

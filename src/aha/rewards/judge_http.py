@@ -183,15 +183,18 @@ def chat_completions(base_url: str, model: str, messages_list: list[list[dict]],
 
 
 def answer_probabilities(reply: Reply, words: list[str]) -> list[float] | None:
-    """The probability the judge starts each answer word, from the first token's top log-probs:
-    a token counts for a word when its text (leading whitespace stripped) is a non-empty
-    prefix of it (a judge whose tokenizer spells "Yes" as "Y"+"es" starts with "Y"), so words
-    must start differently. None when no returned token starts any word."""
+    """The probability the judge starts each answer word, from the first token's top log-probs.
+    A word spelled whole by a returned token counts that token alone, as the local judge reads
+    the word's own token ("Yes", not also "Y", which starts "You" as well); a word no returned
+    token spells whole counts every token whose text (leading whitespace stripped) is a
+    non-empty prefix of it (a judge whose tokenizer spells "Yes" as "Y"+"es" starts with "Y"),
+    so words must start differently. None when no returned token starts any word."""
     probs = [0.0] * len(words)
-    for token, logprob in reply.top_logprobs.items():
-        stripped = token.lstrip()
-        for k, word in enumerate(words):
-            if stripped and word.startswith(stripped):
+    for k, word in enumerate(words):
+        whole = word in reply.top_logprobs
+        for token, logprob in reply.top_logprobs.items():
+            stripped = token.lstrip()
+            if (token == word) if whole else (stripped and word.startswith(stripped)):
                 probs[k] += math.exp(logprob)
     return probs if sum(probs) > 0 else None
 

@@ -128,11 +128,16 @@ def ctrl_c(times: int, catch: bool = False):
 
 @pytest.mark.parametrize("catch", [False, True])
 def test_a_real_ctrl_c_during_an_in_process_reward_still_stops_the_run(catch):
-    before = signal.getsignal(signal.SIGINT)
-    reward = CompositeReward([Component("r", ctrl_c(1, catch=catch))])
-    with pytest.raises(KeyboardInterrupt):  # even where the reward caught it
-        reward.score(["a", "b"], SAMPLES[:2])
-    assert signal.getsignal(signal.SIGINT) == before
+    # Python's own handler, as in a terminal: a suite started in the background by a shell
+    # (`make test &`) inherits SIGINT ignored, and no Ctrl-C would reach it at all
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reward = CompositeReward([Component("r", ctrl_c(1, catch=catch))])
+        with pytest.raises(KeyboardInterrupt):  # even where the reward caught it
+            reward.score(["a", "b"], SAMPLES[:2])
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
 
 
 def test_training_ctrl_c_finishes_the_step_and_a_second_stops_it():

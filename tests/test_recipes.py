@@ -33,7 +33,7 @@ def test_every_recipe_is_tested():
     # judge_training, pairwise_judge: tests/test_pairwise.py (aha data --judge-from's prompts; a tiny judge)
     listed = RECIPES + METHOD_RECIPES + ["judge_monitor", "sft_then_grpo", "distill", "rm_online", "urpo", "verifree",
                                                     "prm_grpo_steps", "rubric_checklist", "tool_lookup", "sql_shop",
-                                                    "mixture", "judge_training", "pairwise_judge"]
+                                                    "mixture", "judge_training", "pairwise_judge", "language_ru"]
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml")) == sorted(listed)
 
 
@@ -145,3 +145,18 @@ def test_recipe_runs_on_the_tiny_model(tmp_path, name):
             assert r["guidance/retries"] == 2 * r["guidance/unsolved_groups"]
         if algo.length_adaptive_per == "prompt":
             assert "length/penalty_coef" in r and r["length/prompts_tracked"] >= 2
+
+
+def test_language_ru_recipe_pays_the_verifier_and_half_the_script_share(tmp_path):
+    """The recipe as shipped on the tiny model: numeric_answer and the Cyrillic share are each
+    logged, and the total is the verifier plus half the share."""
+    config = load_config(CONFIGS / "language_ru.yaml", tiny_overrides(
+        tmp_path / "run", "task.num_eval=4", "eval.before=false", "eval.after=false",
+        "algorithm.truncated_reward=null"))  # the tiny model never stops: keep what it is paid
+    assert [(r.fn, r.weight) for r in config.reward] == [("numeric_answer", 1.0), ("language_consistency", 0.5)]
+    summary = train(config, echo=lambda *_: None)
+    steps = [json.loads(line) for line in (Path(summary.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    assert len(steps) == 2
+    for r in steps:
+        assert 0.0 <= r["reward/russian"] <= 1.0 and r["reward/failed"] == 0
+        assert r["reward/mean"] == pytest.approx(r["reward/numeric_answer"] + 0.5 * r["reward/russian"], abs=1e-6)

@@ -111,16 +111,18 @@ def test_the_key_comes_from_the_named_environment_variable(monkeypatch, caplog):
 
 def test_grades_read_from_replies_by_hand():
     log = math.log
-    # yes_no: tokens that start "Yes" or "No" (leading space stripped) count; others do not
+    # yes_no: " No" spells "No" whole (leading space stripped), so "N" does not count; nothing spells
+    # "Yes" whole, so "Y", which starts it, does; "x" and " " start neither
     reply = Reply("Maybe", {"Y": log(0.3), " No": log(0.1), "N": log(0.05), "x": log(0.5), " ": log(0.05)})
-    assert answer_probabilities(reply, ["Yes", "No"]) == pytest.approx([0.3, 0.15])
-    assert endpoint_grade(reply, "yes_no", 9) == pytest.approx(0.3 / 0.45)
+    assert answer_probabilities(reply, ["Yes", "No"]) == pytest.approx([0.3, 0.1])
+    assert endpoint_grade(reply, "yes_no", 9) == pytest.approx(0.3 / 0.4)
     # a word's own token, where it came back, is read alone: SmolLM2-135M's reply to a judge prompt
     # (No 0.3205, Yes 0.0864, Y 0.0086) grades 0.2123 as the local judge does, not 0.2287
     smol = Reply("No", {"No": log(0.3205), "Yes": log(0.0864), "Y": log(0.0086), " The": log(0.1)})
     assert endpoint_grade(smol, "yes_no", 9) == pytest.approx(0.0864 / (0.0864 + 0.3205))
-    assert answer_probabilities(Reply("x", {"Yes": log(0.2), " Yes": log(0.1), "N": log(0.3)}), ["Yes", "No"]) == \
-        pytest.approx([0.2, 0.3])
+    # " Yes" is "Yes" with its space; "N" counts for "No" because no token spells "No" whole
+    assert answer_probabilities(Reply("x", {"Yes": log(0.2), " Yes": log(0.1), "Y": log(0.1), "N": log(0.3)}),
+                                ["Yes", "No"]) == pytest.approx([0.3, 0.3])
     # no log-probs: the word it wrote, or no grade
     assert endpoint_grade(Reply(" Yes, it does.", {}), "yes_no", 9) == 1.0
     assert endpoint_grade(Reply("No.", {}), "steps", 9) == 0.0

@@ -184,17 +184,19 @@ def chat_completions(base_url: str, model: str, messages_list: list[list[dict]],
 
 def answer_probabilities(reply: Reply, words: list[str]) -> list[float] | None:
     """The probability the judge starts each answer word, from the first token's top log-probs.
-    A word spelled whole by a returned token counts that token alone, as the local judge reads
-    the word's own token ("Yes", not also "Y", which starts "You" as well); a word no returned
-    token spells whole counts every token whose text (leading whitespace stripped) is a
-    non-empty prefix of it (a judge whose tokenizer spells "Yes" as "Y"+"es" starts with "Y"),
-    so words must start differently. None when no returned token starts any word."""
+    Text is compared with leading whitespace stripped ("Yes" and " Yes" are one word). A word
+    some returned token spells whole counts those tokens alone, as the local judge reads the
+    word's own token ("Yes", not also "Y", which starts "You" as well); a word no returned token
+    spells whole counts every token that is a non-empty prefix of it (a judge whose tokenizer
+    spells "Yes" as "Y"+"es" starts with "Y"), so words must start differently. None when no
+    returned token starts any word."""
     probs = [0.0] * len(words)
+    stripped = {token: token.lstrip() for token in reply.top_logprobs}
     for k, word in enumerate(words):
-        whole = word in reply.top_logprobs
+        whole = word in stripped.values()
         for token, logprob in reply.top_logprobs.items():
-            stripped = token.lstrip()
-            if (token == word) if whole else (stripped and word.startswith(stripped)):
+            text = stripped[token]
+            if (text == word) if whole else (text and word.startswith(text)):
                 probs[k] += math.exp(logprob)
     return probs if sum(probs) > 0 else None
 

@@ -1,0 +1,128 @@
+"""Learner ranks on torch.distributed: who this process is, how its model is sharded, which part
+of the global batch it trains, and how its loss is scaled so that N ranks take the step one
+process takes.
+
+torch's own engine does the work: FSDP2 (`torch.distributed.fsdp.fully_shard`, one unit per
+decoder layer and one for the root, so each rank holds 1/N of the parameters, gradients and
+optimizer state) or DDP (a full copy on each rank), over gloo on CPU and NCCL on CUDA. The
+process group comes from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...); without
+it the run is one process and nothing here changes what it does."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+STRATEGIES = ("fsdp2", "ddp")
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among the learner ranks."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 owns the run folder, the metrics and the report."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def backend_for(device: torch.device) -> str:
+    """NCCL between CUDA devices, gloo between CPU processes."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def init_ranks(device: str = "auto") -> Ranks:
+    """The ranks torchrun started (its environment), with the process group joined; one
+    process (rank 0 of 1) when the environment names no world. device: auto picks CUDA (this
+    rank's local GPU) where there is one, else the CPU."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda, but torch sees no CUDA device (a CPU build of torch, or no GPU)")
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    placed = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(placed)
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend_for(placed), device_id=placed if use_cuda else None)
+    return Ranks(rank, world_size, local_rank, placed)
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of a Hugging Face causal LM (Llama, Qwen, Mistral, GPT-2 shapes):
+    FSDP2's units, one all-gather each in the forward pass."""
+    inner = getattr(model, "model", None) or getattr(model, "transformer", None)
+    layers = getattr(inner, "layers", None) or getattr(inner, "h", None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__}: no decoder layers found (model.model.layers or transformer.h)")
+    return list(layers)
+
+
+def shard(model: torch.nn.Module, strategy: str = "fsdp2") -> torch.nn.Module:
+    """The model spread over the process group: fsdp2 shards every decoder layer and then the
+    root (embeddings, final norm and head); ddp keeps a full copy on each rank and all-reduces
+    gradients. FSDP2 shards in place and returns the same module; DDP wraps it."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"distributed.strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model)
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in decoder_layers(model):
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def rank_rows(n_rows: int, ranks: Ranks) -> slice:
+    """This rank's contiguous share of a global batch of n_rows; the first n_rows % N ranks take
+    one row more, so every row is trained exactly once."""
+    base, extra = divmod(n_rows, ranks.world_size)
+    start = ranks.rank * base + min(ranks.rank, extra)
+    return slice(start, start + base + (1 if ranks.rank < extra else 0))
+
+
+def global_sum(value: float, ranks: Ranks) -> float:
+    """value summed over the ranks (a token count, a loss total); itself on one process."""
+    if not ranks.distributed:
+        return float(value)
+    total = torch.tensor([float(value)], dtype=torch.float64, device=ranks.device)
+    dist.all_reduce(total)
+    return float(total.item())
+
+
+def token_mean_scale(global_tokens: float, ranks: Ranks) -> float:
+    """What a rank multiplies its summed token loss by so that the gradients torch reduces
+    equal those of the token mean over the global batch: both FSDP2 and DDP average gradients
+    over the N ranks, so each rank's share is scaled by N / (global token count)."""
+    if global_tokens <= 0:
+        raise ValueError("the global batch has no token to train on")
+    return ranks.world_size / global_tokens
+
+
+def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:
+    """Every parameter and buffer whole, on the CPU (gathered from the shards): what a
+    checkpoint saves and what the sampling engine loads. Collective: every rank must call it;
+    the tensors come back on rank 0 only (an empty dict elsewhere) when sharded."""
+    if not ranks.distributed:
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    return get_model_state_dict(inner, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

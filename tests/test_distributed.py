@@ -1,0 +1,82 @@
+"""Learner ranks on torch.distributed (aha.training.distributed): two CPU ranks over gloo,
+started by torchrun, take the very steps one process takes on the same global batch (FSDP2
+shards and DDP copies alike), and the pieces they rest on, by hand."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from aha.training.distributed import Ranks, decoder_layers, init_ranks, rank_rows, shard, token_mean_scale
+
+STEP = Path(__file__).parent / "distributed_step.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_step(out: Path, ranks: int, strategy: str = "fsdp2") -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")}
+    env["HF_HUB_OFFLINE"] = "1"
+    if ranks == 1:
+        command = [sys.executable, str(STEP), str(out), strategy]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
+                   "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(STEP), str(out), strategy]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "losses.json").read_text())
+
+
+@pytest.mark.parametrize("strategy", ["fsdp2", "ddp"])
+def test_two_cpu_ranks_take_the_steps_one_process_takes(tmp_path, strategy):
+    one = run_step(tmp_path / "one", 1)
+    two = run_step(tmp_path / "two", 2, strategy)
+    assert two["world_size"] == 2 and two["rows"] == [0, 3]  # rank 0 trained half the rows
+    assert two["losses"] == pytest.approx(one["losses"], abs=1e-5)
+    assert one["losses"][-1] < one["losses"][0]  # the steps did train
+    whole, sharded = load_file(tmp_path / "one/weights.safetensors"), load_file(tmp_path / "two/weights.safetensors")
+    assert whole.keys() == sharded.keys()
+    for name, tensor in whole.items():
+        assert sharded[name].shape == tensor.shape
+        assert torch.allclose(sharded[name], tensor, atol=1e-5), name
+
+
+def test_rank_rows_cover_the_batch_once():
+    shares = [rank_rows(10, Ranks(rank=r, world_size=4)) for r in range(4)]
+    assert [(s.start, s.stop) for s in shares] == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert rank_rows(5, Ranks()) == slice(0, 5)
+    assert [rank_rows(1, Ranks(rank=r, world_size=2)) for r in range(2)] == [slice(0, 1), slice(1, 1)]
+
+
+def test_the_token_mean_scale_undoes_the_ranks_averaging():
+    # two ranks averaging their gradients: each scales its summed loss by 2 / 40
+    assert token_mean_scale(40, Ranks(rank=1, world_size=2)) == pytest.approx(0.05)
+    assert token_mean_scale(40, Ranks()) == pytest.approx(1 / 40)
+    with pytest.raises(ValueError, match="no token to train on"):
+        token_mean_scale(0, Ranks())
+
+
+def test_bad_settings_name_what_is_wrong(monkeypatch):
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    assert init_ranks("cpu") == Ranks()  # no torchrun: one process, nothing joined
+    with pytest.raises(ValueError, match="device must be auto, cpu or cuda, got 'tpu'"):
+        init_ranks("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device: cuda, but torch sees no CUDA device"):
+            init_ranks("cuda")
+    with pytest.raises(ValueError, match="distributed.strategy must be one of fsdp2, ddp, got 'zero3'"):
+        shard(torch.nn.Linear(2, 2), "zero3")
+    with pytest.raises(ValueError, match="Linear: no decoder layers found"):
+        decoder_layers(torch.nn.Linear(2, 2))

@@ -2,17 +2,27 @@
 ranks torchrun starts (`torchrun --nproc_per_node 2 tests/distributed_step.py OUT fsdp2`): each
 rank trains its share of the rows with its summed token loss scaled to the global token mean
 (aha.training.distributed). Rank 0 writes the per-step global losses and the final weights,
-gathered whole, to OUT; tests/test_distributed.py compares them across world sizes."""
+gathered whole, to OUT; tests/test_distributed.py compares them across world sizes.
+--load DIR starts from a saved training state, --save DIR saves one after the last step."""
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
 from aha.models.tiny import tiny_model
-from aha.training.distributed import full_state_dict, global_sum, init_ranks, rank_rows, shard, token_mean_scale
+from aha.training.distributed import (
+    full_state_dict,
+    global_sum,
+    init_ranks,
+    load_training_state,
+    rank_rows,
+    save_training_state,
+    shard,
+    token_mean_scale,
+)
 
 STEPS, ROWS, LENGTH, VOCAB = 3, 6, 12, 100
 
@@ -28,34 +38,47 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def main(out: Path, strategy: str) -> None:
+def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None, save: Path | None = None) -> None:
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
     model = tiny_model(VOCAB, seed=0).float()
     model = shard(model, strategy) if ranks.distributed else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # aha's optimizer, a tiny-model rate
+    if load is not None:
+        load_training_state(model, optimizer, load, ranks)
     ids, mask = batch()
     mine = rank_rows(ROWS, ranks)
     global_tokens = global_sum(float(mask[:, 1:].sum()), ranks) / ranks.world_size  # every rank sees the whole mask
-    losses = []
-    for _ in range(STEPS):
+    losses, grad_norms = [], []
+    for _ in range(steps):
         logits = model(input_ids=ids[mine]).logits[:, :-1].float()
         nll = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[mine][:, 1:].reshape(-1),
                                                 reduction="none").view(logits.shape[:2])
         summed = (nll * mask[mine][:, 1:]).sum()
         (summed * token_mean_scale(global_tokens, ranks)).backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))  # AdamW would hide a wrong scale
+        grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
         optimizer.step()
         optimizer.zero_grad()
         losses.append(global_sum(float(summed.detach()), ranks) / global_tokens)
+    if save is not None:
+        save_training_state(model, optimizer, save, ranks)
     weights = full_state_dict(model, ranks)
     if ranks.is_main:
         out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.clone().contiguous() for k, v in weights.items()}, str(out / "weights.safetensors"))
         (out / "losses.json").write_text(json.dumps({"world_size": ranks.world_size, "rows": [mine.start, mine.stop],
-                                                     "losses": losses}))
+                                                     "losses": losses, "grad_norms": grad_norms}))
     if ranks.distributed:
         torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "fsdp2")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("strategy", nargs="?", default="fsdp2")
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument("--load", type=Path)
+    parser.add_argument("--save", type=Path)
+    args = parser.parse_args()
+    main(args.out, args.strategy, args.steps, args.load, args.save)

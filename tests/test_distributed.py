@@ -24,15 +24,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_step(out: Path, ranks: int, strategy: str = "fsdp2") -> dict:
+def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT")}
     env["HF_HUB_OFFLINE"] = "1"
     if ranks == 1:
-        command = [sys.executable, str(STEP), str(out), strategy]
+        command = [sys.executable, str(STEP), str(out), strategy, *extra]
     else:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
-                   "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(STEP), str(out), strategy]
+                   "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(STEP), str(out), strategy, *extra]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "losses.json").read_text())
@@ -44,12 +44,27 @@ def test_two_cpu_ranks_take_the_steps_one_process_takes(tmp_path, strategy):
     two = run_step(tmp_path / "two", 2, strategy)
     assert two["world_size"] == 2 and two["rows"] == [0, 3]  # rank 0 trained half the rows
     assert two["losses"] == pytest.approx(one["losses"], abs=1e-5)
+    assert two["grad_norms"] == pytest.approx(one["grad_norms"], rel=1e-5)  # the loss scale, which AdamW hides
     assert one["losses"][-1] < one["losses"][0]  # the steps did train
     whole, sharded = load_file(tmp_path / "one/weights.safetensors"), load_file(tmp_path / "two/weights.safetensors")
     assert whole.keys() == sharded.keys()
     for name, tensor in whole.items():
         assert sharded[name].shape == tensor.shape
         assert torch.allclose(sharded[name], tensor, atol=1e-5), name
+
+
+@pytest.mark.parametrize("saved_by, resumed_by", [(2, 1), (1, 2)])
+def test_a_training_state_saved_by_n_ranks_resumes_on_any_number(tmp_path, saved_by, resumed_by):
+    """One step, saved (weights and AdamW moments, torch's distributed checkpoint format),
+    then two more on another world size: the same losses and weights as three steps straight."""
+    straight = run_step(tmp_path / "straight", 1)
+    first = run_step(tmp_path / "first", saved_by, "fsdp2", "--steps", "1", "--save", str(tmp_path / "state"))
+    rest = run_step(tmp_path / "rest", resumed_by, "fsdp2", "--steps", "2", "--load", str(tmp_path / "state"))
+    assert first["losses"] + rest["losses"] == pytest.approx(straight["losses"], abs=1e-5)
+    whole = load_file(tmp_path / "straight/weights.safetensors")
+    resumed = load_file(tmp_path / "rest/weights.safetensors")
+    for name, tensor in whole.items():
+        assert torch.allclose(resumed[name], tensor, atol=1e-5), name
 
 
 def test_rank_rows_cover_the_batch_once():

@@ -126,3 +126,30 @@ def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Ten
 
     inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
     return get_model_state_dict(inner, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder, ranks: Ranks) -> None:
+    """The model's and the optimizer's state in torch's distributed checkpoint format: each rank
+    writes its own shards, and a checkpoint saved by N ranks loads into any number (the loader
+    reads the slices it needs). Collective: every rank must call it."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    model_state, optimizer_state = get_state_dict(inner, optimizer)
+    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(folder))
+    if ranks.distributed:
+        dist.barrier()
+
+
+def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder, ranks: Ranks) -> None:
+    """What save_training_state wrote, resharded to this world size, put into model and
+    optimizer (an optimizer that has not stepped yet gets its moments from the file)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    model_state, optimizer_state = get_state_dict(inner, optimizer)
+    state = {"model": model_state, "optimizer": optimizer_state}
+    dcp.load(state, checkpoint_id=str(folder))
+    set_state_dict(inner, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])

@@ -7,6 +7,8 @@ gathered whole, to OUT; tests/test_distributed.py compares them across world siz
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -38,7 +40,8 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None, save: Path | None = None) -> None:
+def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None, save: Path | None = None,
+         die: tuple[int, int] | None = None) -> None:
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
     model = tiny_model(VOCAB, seed=0).float()
@@ -50,7 +53,10 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
     mine = rank_rows(ROWS, ranks)
     global_tokens = global_sum(float(mask[:, 1:].sum()), ranks) / ranks.world_size  # every rank sees the whole mask
     losses, grad_norms = [], []
-    for _ in range(steps):
+    for step in range(1, steps + 1):
+        if die is not None and (ranks.rank, step) == die:  # a rank lost mid-run (a crash, an OOM kill)
+            print(f"rank {ranks.rank}: dying at step {step}", file=sys.stderr, flush=True)
+            os._exit(3)
         logits = model(input_ids=ids[mine]).logits[:, :-1].float()
         nll = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[mine][:, 1:].reshape(-1),
                                                 reduction="none").view(logits.shape[:2])
@@ -80,5 +86,6 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument("--load", type=Path)
     parser.add_argument("--save", type=Path)
+    parser.add_argument("--die", type=int, nargs=2, metavar=("RANK", "STEP"), help="that rank exits at that step")
     args = parser.parse_args()
-    main(args.out, args.strategy, args.steps, args.load, args.save)
+    main(args.out, args.strategy, args.steps, args.load, args.save, tuple(args.die) if args.die else None)

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dict:
+def launch(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT")}
     env["HF_HUB_OFFLINE"] = "1"
@@ -33,9 +34,27 @@ def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dic
     else:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
                    "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(STEP), str(out), strategy, *extra]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dict:
+    done = launch(out, ranks, strategy, *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "losses.json").read_text())
+
+
+def test_a_rank_that_dies_mid_run_stops_every_rank_and_is_named(tmp_path):
+    """Rank 1 exits at step 2 while rank 0 waits in the step's collectives: torchrun stops rank 0
+    too (no hang until gloo's 30-minute timeout), names rank 1 and its exit code as the root
+    cause, its last words are on stderr, and nothing was written; the state saved before
+    resumes (test_a_training_state_saved_by_n_ranks_resumes_on_any_number)."""
+    started = time.monotonic()
+    done = launch(tmp_path / "out", 2, "fsdp2", "--die", "1", "2")
+    assert done.returncode != 0 and time.monotonic() - started < 120
+    cause = done.stderr.split("Root Cause")[1]
+    assert "rank      : 1 (local_rank: 1)" in cause and "exitcode  : 3" in cause
+    assert "rank 1: dying at step 2" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("strategy", ["fsdp2", "ddp"])

@@ -1,7 +1,7 @@
 """What one learner rank holds with FSDP2 against one process, on the embedded model (issue 32).
 
     .venv/bin/python bench/fsdp_memory.py                                     # one process
-    .venv/bin/torchrun --nproc_per_node 2 --master_addr 127.0.0.1 bench/fsdp_memory.py   # two CPU ranks
+    .venv/bin/torchrun --standalone --nproc_per_node 2 bench/fsdp_memory.py    # two CPU ranks
 
 Each process loads SmolLM2-135M (fp32), shards it with FSDP2 when torchrun started several
 ranks (aha.training.distributed.shard: every decoder layer, then the root), and takes --steps
@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     ranks = init_ranks("cpu")
     model = load("smollm2-135m").model.float().train()
-    model = shard(model, "fsdp2") if ranks.distributed else model
+    model = shard(model, "fsdp2", ranks) if ranks.distributed else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (args.rows, args.tokens), generator=torch.Generator().manual_seed(0))
@@ -65,9 +65,9 @@ def main() -> None:
         times.append(time.perf_counter() - start)
     params = local_bytes(model.parameters())
     moments = local_bytes(v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
-    mine_report = {"rank": ranks.rank, "params_mb": params / 2**20, "grads_mb": grads / 2**20,
-                   "adam_mb": moments / 2**20, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                   "step_s": times[-1]}
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux reports KiB
+    mine_report = {"rank": ranks.rank, "params_mib": params / 2**20, "grads_mib": grads / 2**20,
+                   "adam_mib": moments / 2**20, "peak_rss_mib": peak_kib / 1024, "step_s": times[-1]}
     reports = [None] * ranks.world_size
     if ranks.distributed:
         dist.all_gather_object(reports, mine_report)

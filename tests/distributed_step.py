@@ -45,7 +45,7 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
     model = tiny_model(VOCAB, seed=0).float()
-    model = shard(model, strategy) if ranks.distributed else model
+    model = shard(model, strategy, ranks) if ranks.distributed else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # aha's optimizer, a tiny-model rate
     if load is not None:
         load_training_state(model, optimizer, load, ranks)

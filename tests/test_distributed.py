@@ -4,7 +4,7 @@ shards and DDP copies alike), and the pieces they rest on, by hand."""
 
 import json
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -19,12 +19,6 @@ from aha.training.distributed import Ranks, decoder_layers, init_ranks, rank_row
 STEP = Path(__file__).parent / "distributed_step.py"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                             "MASTER_PORT")}
@@ -32,9 +26,17 @@ def launch(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> subpr
     if ranks == 1:
         command = [sys.executable, str(STEP), str(out), strategy, *extra]
     else:
-        command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",
-                   "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(STEP), str(out), strategy, *extra]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        # --standalone: the rendezvous store binds a free port itself, on this machine only
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
+                   str(STEP), str(out), strategy, *extra]
+    launched = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = launched.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        launched.terminate()  # torchrun passes SIGTERM on to its ranks (a SIGKILL would orphan them)
+        launched.communicate(timeout=30)
+        raise
+    return subprocess.CompletedProcess(command, launched.returncode, stdout, stderr)
 
 
 def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dict:
@@ -44,17 +46,16 @@ def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dic
 
 
 def test_a_rank_that_dies_mid_run_stops_every_rank_and_is_named(tmp_path):
-    """Rank 1 exits at step 2 while rank 0 waits in the step's collectives: torchrun stops rank 0
-    too (no hang until gloo's 30-minute timeout), names rank 1 and its exit code as the root
-    cause, its last words are on stderr, and nothing was written; the state saved before
-    resumes (test_a_training_state_saved_by_n_ranks_resumes_on_any_number)."""
+    """Rank 1 exits at step 2 while rank 0 is in the step's collectives: rank 0 stops within
+    seconds too (gloo sees the peer's connection close, or torchrun stops it first), the run
+    fails naming rank 1 and its exit code, and its last words are on stderr; the state saved
+    before resumes (test_a_training_state_saved_by_n_ranks_resumes_on_any_number)."""
     started = time.monotonic()
     done = launch(tmp_path / "out", 2, "fsdp2", "--die", "1", "2")
     assert done.returncode != 0 and time.monotonic() - started < 120
-    cause = done.stderr.split("Root Cause")[1]
-    assert "rank      : 1 (local_rank: 1)" in cause and "exitcode  : 3" in cause
+    report = done.stderr[done.stderr.index("Failures:"):]  # the first failure seen may be either rank
+    assert re.search(r"rank      : 1 \(local_rank: 1\)\n\s+exitcode  : 3", report), report
     assert "rank 1: dying at step 2" in done.stderr
-    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("strategy", ["fsdp2", "ddp"])

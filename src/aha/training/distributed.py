@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -43,10 +44,12 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def init_ranks(device: str = "auto") -> Ranks:
+def init_ranks(device: str = "auto", timeout_s: float | None = None) -> Ranks:
     """The ranks torchrun started (its environment), with the process group joined; one
     process (rank 0 of 1) when the environment names no world. device: auto picks CUDA (this
-    rank's local GPU) where there is one, else the CPU."""
+    rank's local GPU; the only one it sees where the launcher gave each process its own) where
+    there is one, else the CPU. timeout_s: how long a collective waits for a rank that neither
+    answers nor dies (torch's default, 30 minutes on gloo, when None)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if device not in ("auto", "cpu", "cuda"):
@@ -54,11 +57,12 @@ def init_ranks(device: str = "auto") -> Ranks:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device: cuda, but torch sees no CUDA device (a CPU build of torch, or no GPU)")
     use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    placed = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    placed = torch.device("cuda", local_rank % torch.cuda.device_count()) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(placed)
     if world_size > 1 and not dist.is_initialized():
-        dist.init_process_group(backend_for(placed), device_id=placed if use_cuda else None)
+        waits = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+        dist.init_process_group(backend_for(placed), device_id=placed if use_cuda else None, **waits)
     return Ranks(rank, world_size, local_rank, placed)
 
 
@@ -72,21 +76,27 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(layers)
 
 
-def shard(model: torch.nn.Module, strategy: str = "fsdp2") -> torch.nn.Module:
-    """The model spread over the process group: fsdp2 shards every decoder layer and then the
-    root (embeddings, final norm and head); ddp keeps a full copy on each rank and all-reduces
-    gradients. FSDP2 shards in place and returns the same module; DDP wraps it."""
+def shard(model: torch.nn.Module, strategy: str = "fsdp2", ranks: Ranks | None = None) -> torch.nn.Module:
+    """The model spread over the process group, on this rank's device: fsdp2 shards every
+    decoder layer and then the root (embeddings, final norm and head); ddp keeps a full copy on
+    each rank and all-reduces gradients. FSDP2 shards in place and returns the same module; DDP
+    wraps it. The device mesh is the rank's device type: left to itself, FSDP2 would put a
+    CPU run's shards on a GPU the host happens to have."""
     if strategy not in STRATEGIES:
         raise ValueError(f"distributed.strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    ranks = ranks or Ranks(dist.get_rank(), dist.get_world_size())
+    model = model.to(ranks.device)
     if strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        return DistributedDataParallel(model)
+        return DistributedDataParallel(model, device_ids=[ranks.device.index] if ranks.device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    mesh = init_device_mesh(ranks.device.type, (ranks.world_size,))
     for layer in decoder_layers(model):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
 
 
@@ -110,7 +120,8 @@ def global_sum(value: float, ranks: Ranks) -> float:
 def token_mean_scale(global_tokens: float, ranks: Ranks) -> float:
     """What a rank multiplies its summed token loss by so that the gradients torch reduces
     equal those of the token mean over the global batch: both FSDP2 and DDP average gradients
-    over the N ranks, so each rank's share is scaled by N / (global token count)."""
+    over the N ranks, so each rank's share is scaled by N / (global token count). (aha's other
+    loss aggregations follow the same rule: the normaliser counted over all ranks, times N.)"""
     if global_tokens <= 0:
         raise ValueError("the global batch has no token to train on")
     return ranks.world_size / global_tokens

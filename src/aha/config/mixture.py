@@ -14,6 +14,12 @@ from aha.config.sections import BUILT_IN_TASKS, RewardSpec, Strict, TaskConfig
 
 # a mixture entry's TaskConfig keys that the whole run shares (set them on task, not on the entry)
 SHARED_KEYS = ("system_prompt", "few_shot")
+TASK_FIELD = "task"  # the field tasks/mixture.py sets on each sample: which task of the mixture it is
+
+
+def task_field(sample: dict) -> dict:
+    """{"task": ...} of a task mixture's sample (a record says which task its row is), else nothing."""
+    return {TASK_FIELD: sample[TASK_FIELD]} if TASK_FIELD in sample else {}
 
 
 class MixtureTask(TaskConfig):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from aha.config.mixture import task_field
 from aha.eval.scoring import Scorer
 from aha.tasks import Task, encode_prompts
 
@@ -39,15 +40,10 @@ def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = Non
             tokens = [int(t) for t in rollouts.lengths().tolist()]  # what length rewards measure
             for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk, tokens)):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
-                                "completion": text, "score": score, **_task_of(sample)})
+                                "completion": text, "score": score, **task_field(sample)})
             bar.update(len(chunk))
     accuracy = sum(r["score"] for r in records) / max(len(records), 1)
     return EvalResult(accuracy, len(records), records, per_task(records))
-
-
-def _task_of(sample: dict) -> dict:
-    """{"task": ...} for a sample of a task mixture (tasks/mixture.py tags them), else nothing."""
-    return {"task": sample["task"]} if "task" in sample else {}
 
 
 def by_task(metrics: dict) -> str:
@@ -89,7 +85,7 @@ def evaluate_episodes(engine: Engine, task: Task, env: EpisodeRunner, scorer: Sc
                                                          scorer.score(finals, chunk), played.result.total.tolist()):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
                                 "completion": text, "score": score, "return": ret, **episode.record(),
-                                **_task_of(sample)})
+                                **task_field(sample)})
             bar.update(len(chunk))
     n = max(len(records), 1)
     metrics = {"eval/first_turn_accuracy": sum(first_scores) / n,

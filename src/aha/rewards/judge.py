@@ -34,6 +34,7 @@ from functools import partial
 
 import torch
 
+from aha.models.reward_model import right_pad
 from aha.prompts import PlainText, encode_quoting, prompt_text, token_ids
 from aha.rewards import judge_http
 from aha.rewards.functions import batched
@@ -128,18 +129,22 @@ def parse_grade(text: str, scale: int) -> float | None:
 
 
 @torch.no_grad()
+def next_token_probs(model, pad_id: int, prompts: list[list[int]], token_ids: list[int]) -> torch.Tensor:
+    """(N, K) fp32 on the CPU: the probability of each of token_ids as the next token after each
+    prompt, renormalised over them; one forward pass (right padding: positions stay 0..len-1
+    for every row)."""
+    ids, mask = right_pad(prompts, pad_id)
+    rows, last = torch.arange(len(prompts)), mask.sum(dim=1) - 1
+    logits = model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device)).logits
+    chosen = logits[rows.to(model.device), last.to(model.device)].float()[:, token_ids]
+    return torch.softmax(chosen, dim=-1).cpu()
+
+
 def _expected_grades(model, tokenizer, prompts: list[list[int]], mode: str, scale: int) -> list[float]:
     """The grade each answer token stands for, weighted by its probability (renormalised
     over the answer tokens) at the judge's next position."""
     token_ids, values = answer_tokens(tokenizer, mode, scale)
-    lengths = torch.tensor([len(p) for p in prompts])
-    ids = torch.full((len(prompts), int(lengths.max())), tokenizer.pad_token_id)
-    for row, prompt in enumerate(prompts):  # right padding: positions stay 0..len-1 for every row
-        ids[row, : len(prompt)] = torch.tensor(prompt)
-    mask = (torch.arange(ids.shape[1]) < lengths[:, None]).long()
-    logits = model(input_ids=ids, attention_mask=mask).logits
-    last = logits[torch.arange(len(prompts)), lengths - 1].float()
-    probs = torch.softmax(last[:, token_ids], dim=-1)
+    probs = next_token_probs(model, tokenizer.pad_token_id, prompts, token_ids)
     return (probs @ torch.tensor(values)).tolist()
 
 
@@ -186,9 +191,9 @@ def endpoint_grade(reply: judge_http.Reply | None, mode: str, scale: int) -> flo
         return parse_grade(reply.text, scale)
     words = ["Yes", "No"] if graded_as == "yes_no" else [str(d) for d in range(scale + 1)]
     values = [1.0, 0.0] if graded_as == "yes_no" else [d / scale for d in range(scale + 1)]
-    probs = judge_http.answer_probabilities(reply, words)
-    if probs is not None:
-        return sum(p * v for p, v in zip(probs, values)) / sum(probs)
+    weighted = judge_http.word_value(reply, words, values)
+    if weighted is not None:
+        return weighted
     if graded_as == "expected":
         return parse_grade(reply.text, scale)
     said = judge_http.answer_word(reply, words)

@@ -201,6 +201,13 @@ def answer_probabilities(reply: Reply, words: list[str]) -> list[float] | None:
     return probs if sum(probs) > 0 else None
 
 
+def word_value(reply: Reply, words: list[str], values: list[float]) -> float | None:
+    """The words' values weighted by the probability the judge starts each (answer_probabilities,
+    renormalised over the words); None when no returned token starts any."""
+    probs = answer_probabilities(reply, words)
+    return None if probs is None else sum(p * v for p, v in zip(probs, values)) / sum(probs)
+
+
 def answer_word(reply: Reply, words: list[str]) -> int | None:
     """Which word the generated text starts with (leading whitespace ignored), or None."""
     text = reply.text.lstrip()

@@ -13,15 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aha.config import RayConfig
-from aha.config.mixture import MixtureTask, task_label
+from aha.config.mixture import TASK_FIELD, MixtureTask, task_label
 from aha.rewards.compose import Component, CompositeReward, RewardResult, build_reward
 from aha.rewards.functions import RewardError
 
 if TYPE_CHECKING:
     import torch
-
-TASK_FIELD = "task"  # the sample field tasks/mixture.py sets
-
 
 class MixtureReward:
     """{task: CompositeReward}; score() sends each task's rows to its own composite."""

@@ -28,7 +28,7 @@ from aha.algorithms.pairwise import win_rates
 from aha.prompts import PlainText, encode_quoting, prompt_text
 from aha.rewards import judge_http
 from aha.rewards.functions import Logged, grouped
-from aha.rewards.judge import judge_model
+from aha.rewards.judge import judge_model, next_token_probs
 
 SYSTEM = "You are a careful, strict judge. You compare two responses to the same question."
 TEMPLATE = "Question:\n{question}\n\nResponse A:\n{first}\n\nResponse B:\n{second}\n\n{instruction}"
@@ -78,15 +78,7 @@ def _local_first_preferred(name: str, conversations: list[list[dict]], batch_siz
     prompts = [encode_quoting(tokenizer, plain, before, c[-1]["content"], after) for c in conversations]
     out: list[float] = []
     for start in range(0, len(prompts), batch_size):
-        chunk = prompts[start: start + batch_size]
-        lengths = torch.tensor([len(p) for p in chunk])
-        batch = torch.full((len(chunk), int(lengths.max())), tokenizer.pad_token_id)
-        for row, prompt in enumerate(chunk):  # right padding: positions stay 0..len-1 for every row
-            batch[row, : len(prompt)] = torch.tensor(prompt)
-        mask = (torch.arange(batch.shape[1]) < lengths[:, None]).long()
-        logits = model(input_ids=batch.to(model.device), attention_mask=mask.to(model.device)).logits
-        last = logits[torch.arange(len(chunk)), (lengths - 1).to(model.device)].float()
-        out += torch.softmax(last[:, ids], dim=-1)[:, 0].tolist()
+        out += next_token_probs(model, tokenizer.pad_token_id, prompts[start: start + batch_size], ids)[:, 0].tolist()
     return out
 
 
@@ -106,9 +98,9 @@ def endpoint_verdict(reply: judge_http.Reply | None) -> float | None:
     letter it starts with; None when it failed or names neither."""
     if reply is None:
         return None
-    probs = judge_http.answer_probabilities(reply, list(VERDICTS))
-    if probs is not None:
-        return probs[0] / sum(probs)
+    weighted = judge_http.word_value(reply, list(VERDICTS), [1.0, 0.0])
+    if weighted is not None:
+        return weighted
     said = judge_http.answer_word(reply, list(VERDICTS))
     return None if said is None else 1.0 - said
 

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 from itertools import zip_longest
 
 from aha.algorithms.task_mixture import pick, scheduled_weights
-from aha.config.mixture import task_label
+from aha.config.mixture import TASK_FIELD, task_label
 from aha.errors import TaskError
 from aha.tasks.sampler import PromptSampler
-
-TASK_FIELD = "task"
 
 
 def tagged(label: str, samples: Sequence[dict], where: str) -> list[dict]:

@@ -13,6 +13,7 @@ import torch
 
 from aha.algorithms import dither_rewards, flat_step_groups, zero_variance_groups
 from aha.config import AlgorithmConfig, RolloutConfig
+from aha.config.mixture import task_field
 from aha.envs import Episodes
 from aha.rewards import RewardResult
 from aha.rollout import Rollouts
@@ -21,7 +22,7 @@ from aha.tasks import encode_prompts
 from aha.training.phases import Phases
 from aha.training.rl.batch import Batch, concat_batches, group_rows, with_zero_steps
 from aha.training.rl.parts import StepParts
-from aha.training.rl.score import finite, finite_mean, round_steps, shaped_rewards, task_field, task_stats
+from aha.training.rl.score import finite, finite_mean, round_steps, shaped_rewards, task_stats
 
 
 @dataclass

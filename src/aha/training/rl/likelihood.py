@@ -27,6 +27,7 @@ from aha.algorithms.likelihood import answer_likelihood
 from aha.config import Config, ConfigError, LikelihoodRewardConfig
 from aha.config.likelihood import NAME
 from aha.models.compute import autocast
+from aha.models.reward_model import right_pad
 from aha.prompts import PlainText
 from aha.rewards import RewardResult
 from aha.rewards.likelihood import split_reasoning
@@ -90,12 +91,7 @@ class LikelihoodReward:
         for start in range(0, len(contexts), self.micro_batch):
             rows = slice(start, start + self.micro_batch)
             context, context_mask = left_pad(contexts[rows], self.pad_id)
-            width = max(len(a) for a in answers[rows])
-            answer = torch.full((len(answers[rows]), width), self.pad_id, dtype=torch.long)
-            answer_mask = torch.zeros_like(answer)
-            for i, ids in enumerate(answers[rows]):  # right padding: the answer follows its context
-                answer[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
-                answer_mask[i, :len(ids)] = 1
+            answer, answer_mask = right_pad(answers[rows], self.pad_id)  # the answer follows its context
             with autocast(self.dtype):
                 logprobs = completion_logprobs(self.model, context, context_mask, answer, answer_mask)
             out.append(answer_likelihood(logprobs, answer_mask, self.cfg.aggregate))

@@ -47,18 +47,13 @@ def token_closing(tokenizer, ids: list[int], text: str, char_end: int) -> int:
     return lo
 
 
-def step_token_rewards(steps: list[list[tuple[int, float]]], rollouts: Rollouts, tokenizer) -> torch.Tensor:
-    """(N, T): each step reward of RewardResult.steps on the completion token that closes its
-    step (two steps closing in one token add up). A step that ends with the text (the last
-    one) closes at the completion's last token, the stop token where the model stopped, as
-    the process reward model scored it."""
-    return step_tokens(steps, rollouts, tokenizer)[0]
-
-
 def step_tokens(steps: list[list[tuple[int, float]]], rollouts: Rollouts,
                 tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
-    """(step_token_rewards, (N, T) 1.0 at each token that closes a step): a step can be worth
-    exactly 0 (a clipped good step), and a step-level group baseline still counts it."""
+    """(N, T) each step reward of RewardResult.steps on the completion token that closes its
+    step (two steps closing in one token add up), and (N, T) 1.0 at each such token: a step
+    can be worth exactly 0 (a clipped good step), and a step-level group baseline still counts
+    it. A step that ends with the text (the last one) closes at the completion's last token,
+    the stop token where the model stopped, as the process reward model scored it."""
     out, ends = torch.zeros(rollouts.completion_ids.shape), torch.zeros(rollouts.completion_ids.shape)
     for i, row in enumerate(steps):
         # the whole completion, inserted tokens ("Wait") included, as its text was decoded;
@@ -109,11 +104,6 @@ def task_stats(seen, algo) -> dict:
         stats[f"reward/{task}/verifier_mean"] = finite_mean(raw[rows])
         stats[f"reward/{task}/correct_frac"] = float((raw[rows] >= algo.length_correct_min).float().mean())
     return stats
-
-
-def task_field(sample: dict) -> dict:
-    """{"task": ...} of a task mixture's sample (samples.jsonl says which task a row is), else nothing."""
-    return {"task": sample["task"]} if "task" in sample else {}
 
 
 def cut_to_one_step(step_rewards: torch.Tensor, step_ends: torch.Tensor, rollouts: Rollouts,

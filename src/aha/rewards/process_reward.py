@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from aha.rewards.functions import RewardError, StepScores, batched
+from aha.rewards.rubrics import split_steps
 
 DESCRIPTION = "process_reward_model.json"  # training/supervised/prm.py writes it into every checkpoint
 ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min", "transform": "none", "threshold": 0.5,
@@ -125,10 +126,9 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):
             pieces = completion.split(separator)
             ids, ends = encode_steps(plain, pieces, separator, stop)
-            # where each piece ends in the completion, its separator included (as its closing token)
-            chars = [sum(len(p) for p in pieces[:k + 1]) + len(separator) * min(k + 1, len(pieces) - 1)
-                     for k in range(len(pieces))]
-            steps = [(len(prompt) + e, c) for e, c, piece in zip(ends, chars, pieces) if piece.strip()]
+            # each non-blank piece's closing token, and where it ends in the completion with its separator
+            closing = [e for e, piece in zip(ends, pieces) if piece.strip()]
+            steps = [(len(prompt) + e, closed) for e, (_, closed) in zip(closing, split_steps(completion, separator))]
             kept = [(e, c) for e, c in steps if e < limit]
             if not steps:
                 scores[i] = StepScores((), ()) if dense else 0.0

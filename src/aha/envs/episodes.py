@@ -61,7 +61,7 @@ class TurnBridge:
         try:
             before, found, after = self.text(_OBSERVATION, "tool").partition(_OBSERVATION)
             verbatim = self.text(_PROBE, "tool") == before + _PROBE + after
-            generic = before + found + after == self.text(_OBSERVATION).replace("user", "tool")
+            generic = before + found + after == _OBSERVATION.join(user).replace("user", "tool")
             turn = [{"role": "user", "content": "?"}]
             render = lambda opened: self.tokenizer.apply_chat_template(turn, add_generation_prompt=opened,
                                                                        tokenize=False)

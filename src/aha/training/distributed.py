@@ -127,6 +127,11 @@ def token_mean_scale(global_tokens: float, ranks: Ranks) -> float:
     return ranks.world_size / global_tokens
 
 
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model DDP wraps (FSDP2 shards in place: the model itself), so state dicts keep its names."""
+    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
 def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:
     """Every parameter and buffer whole, on the CPU (gathered from the shards): what a
     checkpoint saves and what the sampling engine loads. Collective: every rank must call it;
@@ -135,7 +140,7 @@ def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Ten
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    inner = unwrapped(model)
     return get_model_state_dict(inner, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
@@ -146,7 +151,7 @@ def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    inner = unwrapped(model)
     model_state, optimizer_state = get_state_dict(inner, optimizer)
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(folder))
     if ranks.distributed:
@@ -159,7 +164,7 @@ def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    inner = unwrapped(model)
     model_state, optimizer_state = get_state_dict(inner, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=str(folder))

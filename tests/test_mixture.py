@@ -250,7 +250,7 @@ def test_the_mixture_recipe_runs_on_the_tiny_model(tmp_path):
 def test_sampled_eval_gives_each_task_of_a_mixture_its_own_pass_at_k(tmp_path):
     """`aha eval --samples` on a mixture: a pass@k curve for each task on its own problems,
     beside the whole set's, which is their problem-weighted mean at every k."""
-    from aha.eval.compare import summarize
+    from aha.eval.compare import curve_task, summarize
     from aha.eval.study import run_study
 
     config = mixture_config(tmp_path, "run")
@@ -272,3 +272,4 @@ def test_sampled_eval_gives_each_task_of_a_mixture_its_own_pass_at_k(tmp_path):
     assert hand["pass@k [a]"]["mean"] == [0.5, 0.5] and hand["pass@k [b]"]["mean"] == [0.5, 1.0]
     assert hand["pass@k"]["mean"] == pytest.approx([0.5, 2 / 3])
     assert "pass@k [a]" not in summarize(by_problem)["curves"]
+    assert [curve_task(name) for name in hand] == [None, "a", "b"] + [None] * (len(hand) - 3)

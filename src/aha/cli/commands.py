@@ -144,6 +144,7 @@ def eval_samples(config, args) -> None:
     import json
     from pathlib import Path
 
+    from aha.eval.compare import curve_task
     from aha.eval.study import run_study
     from aha.eval.temperatures import temperature_table
 
@@ -167,8 +168,8 @@ def eval_samples(config, args) -> None:
             print(f"{label}: {summary['problems']} problems x {summary['samples_per_problem']} samples: {points}, "
                   f"{voting}, mean length {summary['length']['mean']:.1f}")
             for name, c in summary["curves"].items():  # a mixture's tasks, each on its own problems
-                if name.startswith("pass@k ["):
-                    print(f"  {name[len('pass@k '):]} pass@1 {c['mean'][0]:.1%}, pass@{c['k'][-1]} {c['mean'][-1]:.1%}")
+                if curve_task(name) is not None:
+                    print(f"  [{curve_task(name)}] pass@1 {c['mean'][0]:.1%}, pass@{c['k'][-1]} {c['mean'][-1]:.1%}")
         for metric, why in summary.get("not_computable", {}).items():
             print(f"  {metric} not computable: {why}")
     comparison = report["comparison"]

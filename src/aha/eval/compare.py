@@ -52,6 +52,11 @@ def task_curve_name(task: str) -> str:
     return f"pass@k [{task}]"
 
 
+def curve_task(name: str) -> str | None:
+    """The task of a curve task_curve_name named; None for any other curve."""
+    return name[len("pass@k ["):-1] if name.startswith("pass@k [") and name.endswith("]") else None
+
+
 def summarize(by_problem: dict[str, list[dict]], seed: int = 0, vote_draws: int = 200,
               task_of: dict[str, str] | None = None) -> dict:
     """Curves over k = 1, 2, 4, ..., n (mean over problems with a 95% bootstrap band):

@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from aha.models import load
-from aha.training.distributed import global_sum, init_ranks, rank_rows, shard, token_mean_scale
+from aha.training.distributed import close_ranks, global_sum, init_ranks, rank_rows, shard, token_mean_scale
 
 
 def local_bytes(tensors) -> int:
@@ -71,12 +71,12 @@ def main() -> None:
     reports = [None] * ranks.world_size
     if ranks.distributed:
         dist.all_gather_object(reports, mine_report)
-        dist.destroy_process_group()
     else:
         reports = [mine_report]
     if ranks.is_main:
         print(json.dumps({"world_size": ranks.world_size, "rows": args.rows, "tokens": args.tokens, "ranks": reports},
                          indent=1))
+    close_ranks(ranks)
 
 
 if __name__ == "__main__":

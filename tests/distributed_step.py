@@ -16,6 +16,7 @@ from safetensors.torch import save_file
 
 from aha.models.tiny import tiny_model
 from aha.training.distributed import (
+    close_ranks,
     full_state_dict,
     global_sum,
     init_ranks,
@@ -75,8 +76,7 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
         save_file({k: v.clone().contiguous() for k, v in weights.items()}, str(out / "weights.safetensors"))
         (out / "losses.json").write_text(json.dumps({"world_size": ranks.world_size, "rows": [mine.start, mine.stop],
                                                      "losses": losses, "grad_norms": grad_norms}))
-    if ranks.distributed:
-        torch.distributed.destroy_process_group()
+    close_ranks(ranks)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,15 @@ def init_ranks(device: str = "auto", timeout_s: float | None = None) -> Ranks:
     return Ranks(rank, world_size, local_rank, placed)
 
 
+def close_ranks(ranks: Ranks) -> None:
+    """Leave the process group together: a barrier first, so no rank tears its connections down
+    while another is still finishing (writing the run's files); without it a gloo rank could be
+    left waiting at exit after its peer had gone (seen with DDP on a loaded 2-core machine)."""
+    if ranks.distributed and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of a Hugging Face causal LM (Llama, Qwen, Mistral, GPT-2 shapes):
     FSDP2's units, one all-gather each in the forward pass."""

@@ -876,7 +876,7 @@ def test_step_rewards_are_paid_where_their_steps_close_and_the_rest_at_the_last_
 
 def test_a_step_reward_lands_on_the_token_that_closes_its_step():
     from aha.models.tiny import tiny_tokenizer
-    from aha.training.rl.score import step_token_rewards
+    from aha.training.rl.score import step_tokens
 
     tok = tiny_tokenizer()  # one token per character
     texts = ["ab\ncd\nef", "x\ny"]
@@ -887,6 +887,6 @@ def test_a_step_reward_lands_on_the_token_that_closes_its_step():
     rollouts.texts = texts
     # steps end after "ab\n" (3 chars), "ab\ncd\n" (6) and with the text (8): the last step closes
     # at the stop token, where the model decided it was over; "x\n" (2) twice adds up
-    out = step_token_rewards([[(3, 0.5), (6, 0.25), (8, 1.0)], [(2, 0.1), (2, 0.2)]], rollouts, tok)
+    out = step_tokens([[(3, 0.5), (6, 0.25), (8, 1.0)], [(2, 0.1), (2, 0.2)]], rollouts, tok)[0]
     assert out[0].tolist() == pytest.approx([0, 0, 0.5, 0, 0, 0.25, 0, 0, 1.0])
     assert out[1].tolist() == pytest.approx([0, 0.3, 0, 0, 0, 0, 0, 0, 0])

@@ -16,14 +16,16 @@ from safetensors.torch import save_file
 
 from aha.models.tiny import tiny_model
 from aha.training.distributed import (
+    clip_gradients,
     close_ranks,
     full_state_dict,
     global_sum,
     init_ranks,
     load_training_state,
+    place,
     rank_rows,
+    reduce_gradients,
     save_training_state,
-    shard,
     token_mean_scale,
 )
 
@@ -46,7 +48,7 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
     model = tiny_model(VOCAB, seed=0).float()
-    model = shard(model, strategy, ranks) if ranks.distributed else model
+    model = place(model, strategy, ranks)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # aha's optimizer, a tiny-model rate
     if load is not None:
         load_training_state(model, optimizer, load, ranks)
@@ -58,13 +60,15 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
         if die is not None and (ranks.rank, step) == die:  # a rank lost mid-run (a crash, an OOM kill)
             print(f"rank {ranks.rank}: dying at step {step}", file=sys.stderr, flush=True)
             os._exit(3)
-        logits = model(input_ids=ids[mine]).logits[:, :-1].float()
+        # as the learner does: the backbone's forward, then the head's weight read directly
+        hidden = model.base_model(input_ids=ids[mine]).last_hidden_state[:, :-1]
+        logits = (hidden @ model.get_output_embeddings().weight.T).float()
         nll = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[mine][:, 1:].reshape(-1),
                                                 reduction="none").view(logits.shape[:2])
         summed = (nll * mask[mine][:, 1:]).sum()
         (summed * token_mean_scale(global_tokens, ranks)).backward()
-        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))  # AdamW would hide a wrong scale
-        grad_norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+        reduce_gradients(model.parameters(), ranks)
+        grad_norms.append(clip_gradients(model.parameters(), float("inf"), ranks))  # AdamW would hide a wrong scale
         optimizer.step()
         optimizer.zero_grad()
         losses.append(global_sum(float(summed.detach()), ranks) / global_tokens)

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aha.training.distributed import Ranks, decoder_layers, init_ranks, rank_rows, shard, token_mean_scale
+from aha.training.distributed import Ranks, decoder_layers, init_ranks, place, rank_rows, token_mean_scale
 
 STEP = Path(__file__).parent / "distributed_step.py"
 
@@ -112,6 +112,6 @@ def test_bad_settings_name_what_is_wrong(monkeypatch):
         with pytest.raises(ValueError, match="device: cuda, but torch sees no CUDA device"):
             init_ranks("cuda")
     with pytest.raises(ValueError, match="distributed.strategy must be one of fsdp2, ddp, got 'zero3'"):
-        shard(torch.nn.Linear(2, 2), "zero3")
-    with pytest.raises(ValueError, match="Linear: no decoder layers found"):
+        place(torch.nn.Linear(2, 2), "zero3")
+    with pytest.raises(ValueError, match="Linear: no decoder layers found \\(a ModuleList named layers or h\\)"):
         decoder_layers(torch.nn.Linear(2, 2))

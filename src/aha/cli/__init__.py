@@ -12,6 +12,7 @@ from aha.cli.parser import build_parser
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # aha train on N ranks starts the same command N times
     if args.command == "eval" and not args.samples and args.models:
         if len(args.models) > 1:
             parser.error("comparing models (--model given more than once) needs --samples N")

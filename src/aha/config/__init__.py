@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
+from aha.config.distributed import DistributedConfig, distributed_problems
 from aha.config.likelihood import LikelihoodRewardConfig, likelihood_problems
 from aha.config.method_sections import (
     PreferenceConfig,
@@ -65,6 +66,7 @@ class Config(Strict):
     tracking: TrackingConfig = TrackingConfig()
     lora: LoraConfig = LoraConfig()
     ray: RayConfig = RayConfig()
+    distributed: DistributedConfig = DistributedConfig()
     curriculum: CurriculumConfig = CurriculumConfig()
     env: EnvConfig = EnvConfig()
     referee: RefereeConfig = RefereeConfig()
@@ -88,7 +90,8 @@ class Config(Strict):
     @model_validator(mode="after")
     def _consistent(self) -> "Config":
         # the cross-checks between sections (config/checks.py), then the referee's (config/referee.py)
-        problems = config_problems(self) + referee_problems(self) + mixture_problems(self) + likelihood_problems(self)
+        problems = (config_problems(self) + referee_problems(self) + mixture_problems(self)
+                    + likelihood_problems(self) + distributed_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -24,6 +24,8 @@ from aha.models.adapters import has_lora, save_adapter
 from aha.models.checkpoints import MANIFEST, list_checkpoints, load_weights, sha256_file, verify_checkpoint
 from aha.tracking.faults import kill_point
 from aha.tracking.run_dir import RunWriteError, free_space
+from aha.training.distributed import Ranks, shared
+from aha.training.shards import load_optimizer_state
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,8 @@ def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trai
     modules: name -> nn.Module, each saved as NAME.safetensors (a policy with LoRA adapters:
     the adapter, adapter_model.safetensors + adapter_config.json); "model" (the policy) also
     gets its config.json, generation_config.json and `tokenizer` (files and chat template),
-    so the folder loads as a model. optimizers and extra (picklable training
+    so the folder loads as a model. optimizers (each an optimizer, or its state dict gathered
+    from the learner ranks) and extra (picklable training
     state such as a replay buffer) go into trainer.pt with the RNG states. files: name ->
     text written beside them (a reward model's reward_model.json). keep_also: a step whose
     checkpoint is kept besides the newest `keep` (the best evaluated one)."""
@@ -116,7 +119,8 @@ def _write(tmp: Path, modules: dict, optimizers: dict, trainer_state: dict, step
     if tokenizer is not None:
         tokenizer.save_pretrained(tmp)  # tokenizer files and the chat template
     kill_point("checkpoint")  # weights written, the rest not yet
-    torch.save({"optimizers": {k: o.state_dict() for k, o in optimizers.items()}, "rng": rng_state(),
+    states = {k: o if isinstance(o, dict) else o.state_dict() for k, o in optimizers.items()}
+    torch.save({"optimizers": states, "rng": rng_state(),
                 "extra": extra or {}}, tmp / "trainer.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **trainer_state}, indent=1))
     for name, text in (files or {}).items():
@@ -154,7 +158,8 @@ def non_finite_tensors(modules: dict, optimizers: dict) -> list[str]:
     bad = [f"{name}.{key}" for name, module in modules.items() for key, t in module.state_dict().items()
            if t.is_floating_point() and not bool(torch.isfinite(t).all())]
     for name, optimizer in optimizers.items():
-        for index, state in enumerate(optimizer.state.values()):
+        states = optimizer["state"] if isinstance(optimizer, dict) else optimizer.state  # a state dict gathered whole
+        for index, state in enumerate(states.values()):
             bad += [f"{name} optimizer state {index}.{key}" for key, t in state.items()
                     if torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
     return bad
@@ -182,22 +187,37 @@ class _MovedClassesUnpickler(pickle.Unpickler):
 MOVED_CLASSES_PICKLE = types.SimpleNamespace(__name__="pickle", Unpickler=_MovedClassesUnpickler, load=pickle.load)
 
 
-def load_checkpoint(folder: Path, modules: dict, optimizers: dict) -> tuple[dict, dict]:
-    """Restore weights, optimizers and RNG; return (state.json, extra)."""
-    for name, module in modules.items():
-        load_weights(module, folder, name, verify=False)  # the loop verified the folder before choosing it
-    blob = torch.load(folder / "trainer.pt", weights_only=False, pickle_module=MOVED_CLASSES_PICKLE)
+def load_checkpoint(folder: Path | None, modules: dict, optimizers: dict, ranks: Ranks = Ranks()) -> tuple[dict, dict]:
+    """Restore weights, optimizers and RNG; return (state.json, extra). With several learner
+    ranks, rank 0 reads the folder (None on the others) into its whole modules, every rank's
+    optimizer takes its slice of the saved state, and every rank gets the same RNG, state and
+    extra (the shards take the weights after: Shards.push)."""
+    blob = state = None
+    if ranks.is_main:
+        for name, module in modules.items():
+            load_weights(module, folder, name, verify=False)  # the loop verified the folder before choosing it
+        blob = torch.load(folder / "trainer.pt", weights_only=False, pickle_module=MOVED_CLASSES_PICKLE)
+        state = json.loads((folder / "state.json").read_text())
     for name, optimizer in optimizers.items():
-        optimizer.load_state_dict(blob["optimizers"][name])
+        load_optimizer_state(optimizer, blob["optimizers"][name] if ranks.is_main else None, ranks)
+    if ranks.distributed:
+        blob = shared({"rng": blob["rng"], "extra": blob["extra"], "state": state} if ranks.is_main else None, ranks)
+        state = blob["state"]
     set_rng_state(blob["rng"])
-    return json.loads((folder / "state.json").read_text()), blob["extra"]
+    return state, blob["extra"]
 
 
-def load_changed(folder, modules: dict, optimizers: dict, changes: dict) -> tuple[dict, dict]:
+def agreed_rng_state(ranks: Ranks) -> None:
+    """Every rank takes rank 0's random state (rank 0 samples and evaluates alone)."""
+    if ranks.distributed:
+        set_rng_state(shared(rng_state() if ranks.is_main else None, ranks))
+
+
+def load_changed(folder, modules: dict, optimizers: dict, changes: dict, ranks: Ranks = Ranks()) -> tuple[dict, dict]:
     """load_checkpoint, with an error naming the config changes when they do not fit the checkpoint
     (a critic, a reference model or a replay buffer that it does or does not hold)."""
     try:
-        return load_checkpoint(folder, modules, optimizers)
+        return load_checkpoint(folder, modules, optimizers, ranks)
     except (FileNotFoundError, KeyError, RuntimeError, ValueError) as err:
         if not changes:
             raise

@@ -3,8 +3,9 @@ of the global batch it trains, and how its loss is scaled so that N ranks take t
 process takes.
 
 torch's own engine does the work: FSDP2 (`torch.distributed.fsdp.fully_shard`, one unit per
-decoder layer and one for the root, so each rank holds 1/N of the parameters, gradients and
-optimizer state) or DDP (a full copy on each rank), over gloo on CPU and NCCL on CUDA. The
+decoder layer, so each rank holds 1/N of the layers' parameters, gradients and optimizer
+state) or DDP's arithmetic (a full copy on each rank, gradients averaged by all-reduce), over
+gloo on CPU and NCCL on CUDA. The
 process group comes from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...); without
 it the run is one process and nothing here changes what it does."""
 
@@ -76,37 +77,121 @@ def close_ranks(ranks: Ranks) -> None:
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks of a Hugging Face causal LM (Llama, Qwen, Mistral, GPT-2 shapes):
-    FSDP2's units, one all-gather each in the forward pass."""
-    inner = getattr(model, "model", None) or getattr(model, "transformer", None)
-    layers = getattr(inner, "layers", None) or getattr(inner, "h", None)
-    if layers is None:
-        raise ValueError(f"{type(model).__name__}: no decoder layers found (model.model.layers or transformer.h)")
-    return list(layers)
+    """The transformer blocks of a Hugging Face causal LM (Llama, Qwen, Mistral, GPT-2 shapes),
+    also inside a LoRA wrapper, a reward model or a critic: FSDP2's units, one all-gather each in
+    the forward pass. They are the ModuleLists named `layers` or `h`."""
+    layers = [block for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList)
+              and name.rsplit(".", 1)[-1] in ("layers", "h") for block in module]
+    if not layers:
+        raise ValueError(f"{type(model).__name__}: no decoder layers found (a ModuleList named layers or h)")
+    return layers
 
 
-def shard(model: torch.nn.Module, strategy: str = "fsdp2", ranks: Ranks | None = None) -> torch.nn.Module:
-    """The model spread over the process group, on this rank's device: fsdp2 shards every
-    decoder layer and then the root (embeddings, final norm and head); ddp keeps a full copy on
-    each rank and all-reduces gradients. FSDP2 shards in place and returns the same module; DDP
-    wraps it. The device mesh is the rank's device type: left to itself, FSDP2 would put a
-    CPU run's shards on a GPU the host happens to have."""
+def place(model: torch.nn.Module, strategy: str = "fsdp2", ranks: Ranks | None = None) -> torch.nn.Module:
+    """The model on this rank's device, spread over the process group, in place (the same
+    module comes back, so every caller keeps its reference). Every rank starts from rank 0's
+    weights. fsdp2 shards each decoder layer (`fully_shard`: 1/N of its parameters, gradients
+    and optimizer state on each rank, all-gathered for its forward and backward); the rest
+    (embeddings, final norm, LM head, a reward head: a small share of a large model) stays whole
+    on every rank, because the learner reads the head's weight directly (training/logprobs.py),
+    outside any module call FSDP2 could hook. ddp keeps everything whole on every rank. What is
+    whole has its gradients averaged by reduce_gradients before the optimizer steps."""
     if strategy not in STRATEGIES:
         raise ValueError(f"distributed.strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     ranks = ranks or Ranks(dist.get_rank(), dist.get_world_size())
     model = model.to(ranks.device)
-    if strategy == "ddp":
-        from torch.nn.parallel import DistributedDataParallel
+    if not ranks.distributed:
+        return model
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(tensor.data, src=0)  # one starting point, whatever each rank loaded or drew
+    if strategy == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
 
-        return DistributedDataParallel(model, device_ids=[ranks.device.index] if ranks.device.type == "cuda" else None)
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    mesh = init_device_mesh(ranks.device.type, (ranks.world_size,))
-    for layer in decoder_layers(model):
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        mesh = init_device_mesh(ranks.device.type, (ranks.world_size,))
+        for layer in decoder_layers(model):
+            fully_shard(layer, mesh=mesh)
     return model
+
+
+def is_sharded(tensor: torch.Tensor) -> bool:
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(tensor, DTensor)
+
+
+def reduce_gradients(parameters, ranks: Ranks) -> None:
+    """Average the gradients of the whole (unsharded) parameters over the ranks, one all-reduce
+    per dtype; FSDP2 has already reduce-scattered the sharded ones in the backward pass."""
+    if not ranks.distributed:
+        return
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = [p.grad for p in parameters if p.grad is not None and not is_sharded(p)]
+    for dtype in sorted({g.dtype for g in grads}, key=str):
+        same = [g for g in grads if g.dtype == dtype]
+        flat = _flatten_dense_tensors(same)
+        dist.all_reduce(flat)
+        flat /= ranks.world_size
+        for grad, reduced in zip(same, _unflatten_dense_tensors(flat, same)):
+            grad.copy_(reduced)
+
+
+def clip_gradients(parameters, max_norm: float, ranks: Ranks) -> float:
+    """The gradient norm over every parameter, whole and sharded, and the gradients scaled down
+    to max_norm where it is above (torch's clip_grad_norm_; on one process, that call itself).
+    Every rank gets the same norm, so every rank takes (or skips) the same step."""
+    parameters = [p for p in parameters if p.grad is not None]
+    if not ranks.distributed:
+        return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+    sharded = torch.zeros((), dtype=torch.float64, device=ranks.device)
+    whole = torch.zeros((), dtype=torch.float64, device=ranks.device)
+    for p in parameters:
+        if is_sharded(p):
+            sharded += p.grad.to_local().double().pow(2).sum()
+        else:
+            whole += p.grad.double().pow(2).sum()
+    dist.all_reduce(sharded)  # each rank holds its own slice; the whole ones are alike everywhere
+    total = float((sharded + whole).sqrt())
+    scale = max_norm / (total + 1e-6)
+    if scale < 1.0:
+        for p in parameters:
+            p.grad.mul_(scale)
+    return total
+
+
+def rank_passes(items: list, ranks: Ranks) -> list[tuple[object, float]]:
+    """This rank's share of a step's micro-batches, each with the factor its loss is multiplied
+    by: N, because the N ranks' gradients are averaged (1 on one process). A contiguous share,
+    so gathering the ranks' results in rank order restores the global order. Every rank makes
+    the same number of passes, because each pass's collectives must meet their peers: a rank
+    with one fewer repeats one of its items at factor 0 (no gradient, no result)."""
+    if not ranks.distributed:
+        return [(item, 1.0) for item in items]
+    mine = items[rank_rows(len(items), ranks)]
+    passes = [(item, float(ranks.world_size)) for item in mine]
+    rounds = -(-len(items) // ranks.world_size)
+    filler = mine[0] if mine else items[0]
+    return passes + [(filler, 0.0)] * (rounds - len(mine))
+
+
+def gathered(local: list, ranks: Ranks) -> list:
+    """The ranks' lists joined in rank order (every rank gets the whole); local on one process."""
+    if not ranks.distributed:
+        return local
+    parts = [None] * ranks.world_size
+    dist.all_gather_object(parts, local)
+    return [item for part in parts for item in part]
+
+
+def shared(value, ranks: Ranks):
+    """Rank 0's value on every rank (pickled through the process group); value on one process."""
+    if not ranks.distributed:
+        return value
+    box = [value if ranks.is_main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def rank_rows(n_rows: int, ranks: Ranks) -> slice:
@@ -126,19 +211,22 @@ def global_sum(value: float, ranks: Ranks) -> float:
     return float(total.item())
 
 
+def summed(totals: dict[str, float], ranks: Ranks) -> dict[str, float]:
+    """Each value summed over the ranks, in one all-reduce; totals itself on one process."""
+    if not ranks.distributed:
+        return totals
+    values = torch.tensor(list(totals.values()), dtype=torch.float64, device=ranks.device)
+    dist.all_reduce(values)
+    return dict(zip(totals, values.tolist()))
+
+
 def token_mean_scale(global_tokens: float, ranks: Ranks) -> float:
     """What a rank multiplies its summed token loss by so that the gradients torch reduces
-    equal those of the token mean over the global batch: both FSDP2 and DDP average gradients
-    over the N ranks, so each rank's share is scaled by N / (global token count). (aha's other
-    loss aggregations follow the same rule: the normaliser counted over all ranks, times N.)"""
+    equal those of the token mean over the global batch: gradients are averaged over the N
+    ranks, so each rank's share is scaled by N / (global token count)."""
     if global_tokens <= 0:
         raise ValueError("the global batch has no token to train on")
     return ranks.world_size / global_tokens
-
-
-def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
-    """The model DDP wraps (FSDP2 shards in place: the model itself), so state dicts keep its names."""
-    return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
 
 
 def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:
@@ -149,8 +237,7 @@ def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Ten
         return {k: v.detach().cpu() for k, v in model.state_dict().items()}
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    inner = unwrapped(model)
-    return get_model_state_dict(inner, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder, ranks: Ranks) -> None:
@@ -160,8 +247,7 @@ def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
-    inner = unwrapped(model)
-    model_state, optimizer_state = get_state_dict(inner, optimizer)
+    model_state, optimizer_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(folder))
     if ranks.distributed:
         dist.barrier()
@@ -173,8 +259,28 @@ def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-    inner = unwrapped(model)
-    model_state, optimizer_state = get_state_dict(inner, optimizer)
+    model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, checkpoint_id=str(folder))
-    set_state_dict(inner, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+
+
+def join_ranks(config) -> Ranks:
+    """The learner ranks a run trains on: torchrun's world when this process is one of its ranks
+    (the process group joined), else one process. distributed.processes > 1 outside torchrun is
+    an error here: `aha train` starts torchrun itself (cli), a Python caller must do the same."""
+    from aha.config import ConfigError
+    from aha.config.distributed import distributed_problems
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    wanted = config.distributed.processes
+    if world == 1 and wanted > 1:
+        raise ConfigError(f"distributed.processes={wanted} but this process is not one of torchrun's ranks: run "
+                          f"`aha train` (it starts them), or `torchrun --nproc_per_node {wanted} -m aha.cli train ...`")
+    if world > 1 and wanted not in (1, world):
+        raise ConfigError(f"distributed.processes={wanted} but torchrun started {world} ranks: leave "
+                          "distributed.processes at 1 under your own torchrun, or make them agree")
+    problems = distributed_problems(config, world) if world > 1 else []
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return init_ranks("cpu", config.distributed.timeout_s)

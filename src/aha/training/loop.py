@@ -8,6 +8,7 @@ evaluates, saves and steps."""
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import os
@@ -35,10 +36,12 @@ from aha.tracking import RunDir
 from aha.tracking.run_dir import RunWriteError, free_space
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
+from aha.training.distributed import Ranks, close_ranks, join_ranks
 from aha.training.interrupt import TrainingInterrupted, interrupted_message
 from aha.training.method import Setup
 from aha.training.methods import method_for
 from aha.training.run import Run, TrainSummary
+from aha.training.shards import Shards
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,20 @@ def _unwritable(err: OSError, folder: Path) -> RunWriteError:
 
 
 def train(config: Config, echo=print) -> TrainSummary:
-    """Train with config.method; the run folder is config.output_dir."""
+    """Train with config.method; the run folder is config.output_dir. Under torchrun every rank
+    calls this: rank 0 owns the run folder, the others train beside it (training/run.py)."""
+    ranks = join_ranks(config)
+    if not ranks.is_main:
+        summary = _train(config, None, [], {}, lambda *_: None, ranks)
+        close_ranks(ranks)  # only after a run that ended well: a failed rank's peers are stopped by torchrun
+        return summary
+    summary = _train_main(config, echo, ranks)
+    close_ranks(ranks)
+    return summary
+
+
+def _train_main(config: Config, echo, ranks: Ranks) -> TrainSummary:
+    """Rank 0 (the one process): the run folder's lock, resume's checks, failures made clear."""
     fresh = not Path(config.output_dir).exists()
     try:
         run = RunDir(config.output_dir)
@@ -78,7 +94,7 @@ def train(config: Config, echo=print) -> TrainSummary:
             log.warning("held-out evaluation settings changed on resume: %s", measured)
             echo(f"note: {', '.join(measured)} changed since the run's config.yaml: held-out accuracies logged "
                  "before this resume were measured with the old settings")
-        return _train(config, run, checkpoints, changes, echo)
+        return _train(config, run, checkpoints, changes, echo, ranks)
     except RunLocked:  # this log.txt is the live run's: say who knocked, not that training stopped
         log.warning("process %d on %s was refused: the run is held by another process", os.getpid(),
                     socket.gethostname())
@@ -112,17 +128,19 @@ def train(config: Config, echo=print) -> TrainSummary:
             shutil.rmtree(run.path, ignore_errors=True)
 
 
-def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) -> TrainSummary:
+def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict, echo, ranks: Ranks
+           ) -> TrainSummary:
     """Build what the run needs (whatever can fail on bad input before the slow model load),
-    run it, and close what it held, the newest first."""
+    run it, and close what it held, the newest first. run is None on ranks other than 0."""
     seed_everything(config.seed)
     method_class = method_for(config)
     task = build_task(config.task, config.base_dir)
+    ray = config.ray if ranks.is_main else None  # rank 0 alone scores: no reward workers on the others
     # reward: [] is allowed when the policy is its own referee (config.referee): its score is the reward
     if config.task.mixture:  # each task's own reward list, each row scored by its task's
-        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=config.ray)
+        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=ray)
     else:
-        reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=config.ray,
+        reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=ray,
                               empty_ok=config.referee.verifier is not None or config.likelihood_reward.weight != 0)
     prepared = engine = None
     try:
@@ -130,11 +148,16 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
         env = build_environment(config.env, reward, config.base_dir)
         model, tokenizer, dtype = _load_policy(config, task)
-        # a method that never samples (reward models) needs only the tokenizer's padding: no worker
-        rollout = config.rollout if method_class.generates else config.rollout.model_copy(update={"engine": "hf"})
-        engine = build_engine(rollout, model, tokenizer, dtype, seed=config.seed,
-                              ray=config.ray if method_class.generates else None)
-        setup = Setup(config, run.path, task, reward, scorer, model, tokenizer, engine, dtype, env)
+        # rank 0 keeps the policy whole for its engine while the ranks shard `model` (the method places it)
+        whole = copy.deepcopy(model) if ranks.distributed and ranks.is_main else None
+        # a method that never samples (reward models) needs only the tokenizer's padding: no worker;
+        # nor do the ranks other than 0, which never sample
+        samples = method_class.generates and ranks.is_main
+        rollout = config.rollout if samples else config.rollout.model_copy(update={"engine": "hf"})
+        engine = build_engine(rollout, whole or model, tokenizer, dtype, seed=config.seed,
+                              ray=config.ray if samples else None)
+        setup = Setup(config, run.path if run else Path(config.output_dir), task, reward, scorer, model, tokenizer,
+                      engine, dtype, env, Shards(ranks, config.distributed.strategy), whole)
         method = method_class(setup, prepared)
         try:
             return Run(config, run, method, setup, echo).run(checkpoints, changes)
@@ -146,7 +169,7 @@ def _train(config: Config, run: RunDir, checkpoints: list, changes: dict, echo) 
         for held in (reward, prepared):  # worker processes of pooled rewards
             if held is not None and hasattr(held, "close"):
                 held.close()
-        if config.ray.rollout_workers or config.ray.reward_workers:
+        if ranks.is_main and (config.ray.rollout_workers or config.ray.reward_workers):
             from aha.ray_cluster import release_ray
 
             release_ray()  # a local cluster this run started goes with it

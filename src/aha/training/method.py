@@ -4,7 +4,7 @@ own batch type plus the state a checkpoint must hold to resume it exactly."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -16,6 +16,7 @@ from aha.rewards import CompositeReward
 from aha.rollout import Engine
 from aha.tasks import Task
 from aha.training.phases import Phases
+from aha.training.shards import Shards
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,20 @@ class Setup:
     engine: Engine  # greedy held-out evaluation (and rl's rollouts)
     dtype: torch.dtype
     env: EpisodeRunner | None = None  # config.env: rl plays multi-turn episodes, and is evaluated on them
+    # learner ranks (distributed.processes): what each method places over them, with rank 0's whole copies
+    shards: Shards = field(default_factory=Shards)
+    # rank 0's whole copy of the policy: the engine samples it, checkpoints save it (the model itself on
+    # one process; None on the other ranks). Method.__init__ places `model` with shards.place("model", ...)
+    whole: torch.nn.Module | None = None
+
+    def __post_init__(self):
+        if self.whole is None and not self.shards.ranks.distributed:
+            object.__setattr__(self, "whole", self.model)  # one process: the policy is its own whole copy
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 (one process is rank 0): it alone samples, scores and writes the run folder."""
+        return self.shards.ranks.is_main
 
 
 def set_hyperparameters(optimizer: torch.optim.Optimizer, lr: float, betas, weight_decay: float) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 
 from aha.config import TrainConfig
+from aha.training.distributed import Ranks, clip_gradients, gathered, global_sum, rank_passes, reduce_gradients
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +37,29 @@ def guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_
 
 
 def accumulated_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, groups: Sequence,
-                     loss_of: Callable[[object], torch.Tensor], max_grad_norm: float) -> dict:
+                     loss_of: Callable[[object], torch.Tensor | tuple[torch.Tensor, object]], max_grad_norm: float,
+                     ranks: Ranks = Ranks()) -> dict:
     """One optimizer step whose gradient is accumulated over micro-batches: loss_of(group)
     returns that group's share of the batch loss (already divided by the batch's normaliser),
-    so the step equals one on the whole batch. A NaN/inf loss or gradient skips the update."""
+    so the step equals one on the whole batch, or (loss, result) to have each group's result
+    back, in the groups' order, as "results". A NaN/inf loss or gradient skips the update.
+    With several learner ranks each rank takes its share of the groups (rank_passes) and the
+    losses, results and gradients are those of all of them."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    total = 0.0
-    for group in groups:
-        loss = loss_of(group)
-        loss.backward()
-        total += float(loss.detach())
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    total, results, with_results = 0.0, [], False
+    for group, factor in rank_passes(list(groups), ranks):
+        out = loss_of(group)
+        with_results = isinstance(out, tuple)
+        loss, result = out if with_results else (out, None)
+        (loss if factor == 1.0 else loss * factor).backward()
+        if factor:  # a repeated pass (factor 0) only meets the other ranks' collectives
+            total += float(loss.detach())
+            results.append(result)
+    total = global_sum(total, ranks)
+    reduce_gradients(model.parameters(), ranks)
+    grad_norm = clip_gradients(model.parameters(), max_grad_norm, ranks)
     skipped = guarded_step(optimizer, "policy", total, grad_norm)
     model.eval()
-    return {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}
+    update = {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}
+    return {**update, "results": gathered(results, ranks)} if with_results else update

@@ -1,5 +1,10 @@
 """One run in progress: resume, held-out evaluation, checkpoints and the steps, for any method.
-training/loop.py builds what a run needs and hands it a Run; this file holds no maths."""
+training/loop.py builds what a run needs and hands it a Run; this file holds no maths.
+
+With several learner ranks every rank runs the same Run, so that their collective calls meet:
+rank 0 alone reads and writes the run folder, evaluates and reports, and hands the other ranks
+what it decided (the checkpoint resumed, the evaluations owed) and what they must hold alike
+(the random state at each step)."""
 
 from __future__ import annotations
 
@@ -21,15 +26,18 @@ from aha.tracking.faults import kill_point
 from aha.tracking.run_report import write_run_report
 from aha.tracking.sinks import open_sinks
 from aha.training.checkpoint import (
+    agreed_rng_state,
     best_evaluated_step,
     load_changed,
     non_finite_tensors,
     save_checkpoint,
     whole_checkpoints,
 )
+from aha.training.distributed import shared
 from aha.training.interrupt import DeferredInterrupt, TrainingInterrupted, interrupted_message
 from aha.training.method import Method, Setup
 from aha.training.phases import Phases, phase_summary
+from aha.training.shards import full_optimizer_state
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +55,10 @@ class Run:
     """One run in progress: the method and what it trains (setup), the run folder, the step a
     resume starts from, the newest checkpoint's step and the accuracy before training."""
 
-    def __init__(self, config: Config, folder: RunDir, method: Method, setup: Setup, echo):
+    def __init__(self, config: Config, folder: RunDir | None, method: Method, setup: Setup, echo):
         self.config, self.folder, self.method, self.setup, self.echo = config, folder, method, setup, echo
+        self.ranks = setup.shards.ranks
+        self.main = self.ranks.is_main  # folder is None on the other ranks
         self.start = 0  # the step the run resumes after (0: a fresh run)
         self.saved = 0  # the newest checkpoint's step (0: none)
         self.accuracy_before: float | None = None
@@ -56,12 +66,14 @@ class Run:
     def run(self, checkpoints: list[Path], changes: dict) -> TrainSummary:
         """Resume (or start afresh), then evaluate, train and evaluate, metrics sinks open throughout."""
         config, folder = self.config, self.folder
-        if config.train.resume and checkpoints:
+        if shared(config.train.resume and bool(checkpoints), self.ranks):
             self.resume(checkpoints, changes)
             # an engine with its own copy must sample the resumed weights
-            self.setup.engine.sync_weights(self.setup.model)
-        else:
+            self.sync_engine()
+        elif self.main:
             folder.truncate_after(-1)
+        if not self.main:
+            return self.follow()
         folder.write_config(dump_config(config))
         folder.sinks = open_sinks(config.tracking, folder.path, self.start, folder.path.name,
                                   config.model_dump(mode="json"))
@@ -75,20 +87,40 @@ class Run:
                 folder.sinks.close()
             folder.sinks = None
 
+    def follow(self) -> TrainSummary:
+        """A rank other than 0: the same evaluations, steps and checkpoints, in the same order,
+        for their collective parts only (rank 0 tells it which evaluations are owed)."""
+        evaluated = self.evaluate_before()
+        began = time.time()
+        self.steps()
+        return self.finish(evaluated, time.time() - began)
+
+    def sync_engine(self) -> None:
+        """Rank 0's engine samples the trained weights from its next generate on."""
+        if self.main:
+            self.setup.engine.sync_weights(self.setup.whole)
+
     def resume(self, checkpoints: list[Path], changes: dict) -> None:
         """Load the newest whole checkpoint into the method and cut the run's files back to its step."""
         method, folder, echo = self.method, self.folder, self.echo
-        checkpoints = whole_checkpoints(checkpoints, echo)
-        state, extra = load_changed(checkpoints[-1], method.modules, method.optimizers, changes)
-        poisoned = non_finite_tensors(method.modules, method.optimizers)
+        checkpoints = whole_checkpoints(checkpoints, echo) if self.main else [None]
+        state, extra = load_changed(checkpoints[-1], method.modules, method.optimizers, changes, self.ranks)
+        self.setup.shards.push()  # every rank's shards from rank 0's loaded copies
+        start = self.start = self.saved = state["step"]
+        moments = self.optimizer_states()  # a sharded optimizer's moments are checked gathered whole
+        if not self.main:
+            method.restore(state, extra, shared(None, self.ranks))
+            if changes:
+                method.apply_hyperparameters()
+            return
+        poisoned = non_finite_tensors(method.modules, moments)
         if poisoned:
             earlier = f"Delete it to resume from {checkpoints[-2]}, or pick" if len(checkpoints) > 1 else "Pick"
             raise ConfigError(f"checkpoint {checkpoints[-1]} holds NaN or inf in {len(poisoned)} tensors (first: "
                               f"{poisoned[0]}); training on it would spread them. {earlier} a new output_dir to "
                               "start afresh")
-        start = self.start = self.saved = state["step"]
         folder.truncate_after(start)
-        method.restore(state, extra, folder.read_metrics())
+        method.restore(state, extra, shared(folder.read_metrics(), self.ranks))
         echo(f"resumed from {checkpoints[-1]} (step {start})")
         if changes:
             method.apply_hyperparameters()  # load_state_dict brought back the old ones
@@ -105,17 +137,22 @@ class Run:
         config, start = self.config, self.start
         if start == 0 and config.eval.before:
             self.accuracy_before = self.evaluate(0, "before training")
-        evaluated = {r["step"]: r.get("eval/accuracy") for r in self.folder.read_metrics()
-                     if start and r.get("step") == start and "time/step_s" not in r}
+        evaluated = shared({r["step"]: r.get("eval/accuracy") for r in self.folder.read_metrics()
+                            if start and r.get("step") == start and "time/step_s" not in r} if self.main else None,
+                           self.ranks)
         every = config.eval.every
         if start and every and start % every == 0 and start != config.train.steps and start not in evaluated:
-            self.folder.drop_samples(start, "eval")  # any an interrupted evaluation wrote before its record
+            if self.main:
+                self.folder.drop_samples(start, "eval")  # any an interrupted evaluation wrote before its record
             self.evaluate(start, "during training")
         return evaluated
 
     def evaluate(self, step: int, label: str) -> float | None:
         """A held-out evaluation: greedy accuracy (or the method's own metrics), its samples first."""
         method, setup, config, folder, echo = self.method, self.setup, self.config, self.folder, self.echo
+        if not self.main:  # rank 0 generates and scores alone; a method's own held-out metrics may be collective
+            method.held_out(step)
+            return None
         if not method.generates:  # e.g. a reward model: only its own held-out metrics
             record = method.held_out(step)
             if not record:  # nothing held out to measure (no eval data)
@@ -145,25 +182,32 @@ class Run:
                  f"mean turns {result.metrics['eval/turns']:.2f}")
         return result.accuracy
 
+    def optimizer_states(self) -> dict:
+        """Each optimizer's state dict, gathered whole on rank 0 (None elsewhere). Collective."""
+        return {name: full_optimizer_state(optimizer, self.ranks) for name, optimizer in self.method.optimizers.items()}
+
     def save(self, step: int) -> None:
         """A checkpoint of this step (keep_best: the best evaluated one is kept beside the newest)."""
         config, method, folder = self.config, self.method, self.folder
+        optimizers = self.optimizer_states()  # rank 0 writes what one process would
+        self.saved = step
+        if not self.main:
+            return
         best = None
         if config.train.keep_best:  # from metrics.jsonl: what a resumed run decides is what a straight one did
             best = best_evaluated_step(folder.read_metrics(),
                                        {checkpoint_step(p) for p in list_checkpoints(folder.checkpoints)})
-        save_checkpoint(folder.checkpoints, step, method.modules, method.optimizers,
+        save_checkpoint(folder.checkpoints, step, method.modules, optimizers,
                         {"accuracy_before": self.accuracy_before, **method.state()}, config.train.keep_checkpoints,
                         method.extra_state(), tokenizer=self.setup.tokenizer, files=method.checkpoint_files(),
                         keep_also=best)
-        self.saved = step
 
     def steps(self) -> None:
         """The steps from the resumed one to train.steps: each step's record and samples, its
         checkpoint and evaluation when due. The first Ctrl-C finishes the step and saves it."""
         config, folder = self.config, self.folder
         bar = tqdm(range(self.start + 1, config.train.steps + 1), initial=self.start, total=config.train.steps,
-                   desc="train", unit="step")
+                   desc="train", unit="step", disable=not self.main)
         in_step, step = False, self.start
         try:
             with DeferredInterrupt(self.echo) as interrupt:
@@ -172,15 +216,17 @@ class Run:
                     record, examples = self.step(step)
                     kill_point("step")  # trained, nothing of the step written yet
                     in_step = False
-                    folder.log_metrics(record)
-                    self.method.after_step(record, self.echo)
-                    folder.log_samples([{"step": step, "split": "train",
-                                         **e} for e in examples[: config.train.log_samples]])
-                    bar.set_postfix(self.method.postfix(record))
+                    if self.main:
+                        folder.log_metrics(record)
+                        self.method.after_step(record, self.echo)
+                        folder.log_samples([{"step": step, "split": "train",
+                                             **e} for e in examples[: config.train.log_samples]])
+                        bar.set_postfix(self.method.postfix(record))
                     every = config.train.checkpoint_every
-                    if (every and step % every == 0) or step == config.train.steps or interrupt.requested:
+                    stop = shared(interrupt.requested, self.ranks)  # rank 0's Ctrl-C stops every rank after this step
+                    if (every and step % every == 0) or step == config.train.steps or stop:
                         self.save(step)
-                    if interrupt.requested:
+                    if stop:
                         raise KeyboardInterrupt
                     if config.eval.every and step % config.eval.every == 0 and step != config.train.steps:
                         self.evaluate(step, "during training")
@@ -196,9 +242,11 @@ class Run:
         """One of the method's steps, timed: each phase as time/<phase>_s, the whole as time/step_s."""
         engine = self.setup.engine
         synced, began, phases = engine.sync_seconds, time.time(), Phases()
+        agreed_rng_state(self.ranks)  # rank 0 sampled alone since the last step: every rank draws alike again
         record, examples = self.method.step(step, phases)
         record.update({**phases.record(), "time/step_s": time.time() - began})
-        engine.sync_weights(self.setup.model)  # the engine samples from the new weights from here on
+        self.setup.shards.refresh()  # rank 0's whole copy takes the new weights from the shards
+        self.sync_engine()  # the engine samples from the new weights from here on
         # the time this step spent handing weights to the engine (an engine may do it
         # lazily, at its next generate: then it is the previous update's weights)
         record["time/sync_s"] = engine.sync_seconds - synced
@@ -208,13 +256,16 @@ class Run:
     def finish(self, evaluated: dict, train_seconds: float) -> TrainSummary:
         """The method's last words, the held-out evaluation after training, the summary and the report."""
         config, echo, steps = self.config, self.echo, self.config.train.steps
-        self.method.finish(echo)
+        if self.main:
+            self.method.finish(echo)
         if config.eval.after and self.start == steps and self.start in evaluated:  # made before a stop
             accuracy_after = evaluated[self.start]
         else:
-            if config.eval.after and self.start == steps:
+            if config.eval.after and self.start == steps and self.main:
                 self.folder.drop_samples(self.start, "eval")
             accuracy_after = self.evaluate(steps, "after training") if config.eval.after else None
+        if not self.main:
+            return TrainSummary("", steps, None, None, train_seconds)
         before = self.accuracy_before
         if before is not None and accuracy_after is not None:
             echo(f"held-out greedy accuracy: {before:.1%} -> {accuracy_after:.1%} "

@@ -30,22 +30,29 @@ from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.referee import build_referee
 from aha.training.rl.replay import ReplayBuffer
-from aha.training.rl.step import run_step
+from aha.training.rl.step import run_step, shared_update
 from aha.training.rl.teacher import check_teacher, check_teacher_path, load_teacher
 from aha.training.rl.update import Learner, Shape
+from aha.training.shards import Shards
 
 
-def build_learner(model, config: Config, teacher=None) -> Learner:
-    """teacher: algorithm.teacher's frozen model (load_teacher), or None."""
-    algo, train = config.algorithm, config.train
+def build_learner(model, config: Config, teacher=None, shards: Shards | None = None, whole=None) -> Learner:
+    """teacher: algorithm.teacher's frozen model (load_teacher), or None. shards: the learner
+    ranks `model` is placed over (whole: rank 0's copy of it); rank 0 alone holds the reference
+    and reads the whole policy, the other ranks only train."""
+    algo, train, shards = config.algorithm, config.train, shards or Shards()
     # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
-    ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 else None
-    optimizer = build_optimizer(trainable_parameters(model), train)
+    ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 and shards.ranks.is_main else None
+    trained = shards.place("model", model, whole)
+    optimizer = build_optimizer(trainable_parameters(trained), train)
     critic = critic_optimizer = None
     if algo.advantage == "gae":
         critic = ValueModel(model)
         critic_optimizer = build_optimizer(critic.parameters(), train, lr=algo.critic_lr)
-    return Learner(model, optimizer, ref_model, critic, critic_optimizer, teacher)
+    if not shards.ranks.distributed:
+        return Learner(model, optimizer, ref_model, critic, critic_optimizer, teacher)
+    reader = shards.whole("model") if shards.ranks.is_main else trained
+    return Learner(reader, optimizer, ref_model, critic, critic_optimizer, teacher, trained=trained)
 
 
 def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:
@@ -113,13 +120,14 @@ class RLMethod(Method):
         teacher = gold.teacher
         if teacher is not None:
             check_teacher(teacher, setup.model, setup.tokenizer)
-        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model)
+        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model, setup.shards,
+                                     setup.whole)
         self.sampler = build_sampler(config, setup.task.train)  # epoch order, a curriculum or a difficulty schedule
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
             if ro.partial_rollouts else None
         shape = Shape(ro.group_size, config.train.micro_batch_size, config.train.share_prompt, ro.temperature,
-                      setup.dtype)
+                      setup.dtype, setup.shards.ranks)
         self.length = build_length_shaping(algo, ro.max_new_tokens, ro.group_size)
         self.online_rm = build_online_rm(config, setup.reward)  # reward[i].online: a reward model that learns
         # config.referee: the policy as its own referee (URPO); it is the policy, so nothing more to checkpoint
@@ -142,6 +150,9 @@ class RLMethod(Method):
         self.resumed_rounds: deque[list[dict]] = deque()
 
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
+        if not self.setup.is_main:  # another learner rank: its share of rank 0's update
+            with phases("update"):
+                return {"step": step, **shared_update(self.parts, None)}, []
         if not self.config.rollout.max_staleness:
             return run_step(self.parts, self.run_state, step, phases)
         # asynchronous: this step trains on the oldest round sampled ahead (none at the first

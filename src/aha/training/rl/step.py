@@ -8,6 +8,8 @@ from aha.algorithms import adapt_length_coef, importance_weights, masked_mean, o
 from aha.rewards.judge_http import endpoint_metrics
 from aha.rewards.judge_http import usage as endpoint_usage
 from aha.training.alarms import check_reward_failures
+from aha.training.checkpoint import rng_state, set_rng_state
+from aha.training.distributed import shared
 from aha.training.phases import Phases
 from aha.training.rl.batch import Batch, group_rows
 from aha.training.rl.collect import collect
@@ -84,6 +86,20 @@ def prepare(parts: StepParts, batch: Batch | None) -> tuple[Batch | None, dict]:
     return batch, stats
 
 
+def shared_update(parts: StepParts, batch: Batch | None) -> dict:
+    """policy_update on the batch (None: nothing to train this step, {}), on every learner rank:
+    rank 0 prepared it and hands it, with its random state, to the others first (the update's
+    shuffles then agree), and each trains its share of the micro-batches."""
+    config, ranks = parts.config, parts.shape.ranks
+    if ranks.distributed:
+        batch, rng = shared((batch, rng_state()) if ranks.is_main else None, ranks)
+        set_rng_state(rng)
+    if batch is None:
+        return {}
+    constant = config.algorithm.loss_agg_constant or config.rollout.max_new_tokens
+    return policy_update(parts.learner, batch, config.algorithm, parts.shape, config.train.max_grad_norm, constant)
+
+
 def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) -> bool:
     """ProRL (Liu et al. 2025): every N steps, or once the KL to the reference exceeds a
     threshold, the policy becomes the new reference (and the optimizer starts afresh)."""
@@ -137,11 +153,9 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
     with phases("prepare"):
         batch, prepared = prepare(parts, batch)
     stats.update(prepared)
-    update = {}
+    with phases("update"):
+        update = shared_update(parts, batch)
     if batch is not None:
-        constant = algo.loss_agg_constant or config.rollout.max_new_tokens
-        with phases("update"):
-            update = policy_update(parts.learner, batch, algo, parts.shape, config.train.max_grad_norm, constant)
         kl = update.get("kl/ref", stats.get("kl/ref"))
         if maybe_reset_reference(parts, step, kl):
             update["ref/reset"] = 1

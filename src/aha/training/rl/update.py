@@ -21,6 +21,7 @@ from aha.algorithms import (
 )
 from aha.config import AlgorithmConfig
 from aha.models.compute import autocast
+from aha.training.distributed import Ranks, clip_gradients, rank_passes, reduce_gradients, summed
 from aha.training.logprobs import rollout_hidden, token_stats
 from aha.training.optimizer import guarded_step
 from aha.training.rl.batch import Batch, group_rows
@@ -39,6 +40,14 @@ class Learner:
     critic: torch.nn.Module | None = None
     critic_optimizer: torch.optim.Optimizer | None = None
     teacher: torch.nn.Module | None = None  # algorithm.teacher: frozen, loaded on its own (never a policy copy)
+    # with several learner ranks: the policy spread over them, which the update trains; `model` is then
+    # rank 0's whole copy, which rollouts, rewards and the no-gradient log-probs read
+    trained: torch.nn.Module | None = None
+
+    @property
+    def updated(self) -> torch.nn.Module:
+        """The module the optimizer steps (the policy itself on one process)."""
+        return self.model if self.trained is None else self.trained
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,7 @@ class Shape:
     share_prompt: bool
     temperature: float
     dtype: torch.dtype
+    ranks: Ranks = Ranks()  # the learner ranks sharing each optimizer step's micro-batches
 
     def temperature_of(self, rollouts, rows: slice) -> float | torch.Tensor:
         """The temperature rows were sampled at: the run's, or each row's own where a group
@@ -148,17 +158,18 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     mask = _loss_mask(batch, algo, width)
     norm = LossNorm.of(mask, loss_constant)
     entropy_mode = "grad" if algo.entropy_coef else "detached"
-    kl_in_loss = learner.ref_model is not None and algo.kl_in == "loss"
+    # the reference's log-probs came with the batch (rank 0 computes them: other ranks hold no reference)
+    kl_in_loss = batch.ref_logprobs is not None and algo.kl_in == "loss"
     totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy",
                             *(["loss/kl", "kl/ref"] if kl_in_loss else []),
                             *(["loss/value", "value/clip_frac"] if learner.critic is not None else [])], 0.0)
-    model = learner.model
+    model, ranks = learner.updated, shape.ranks
     model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     if learner.critic is not None:
         learner.critic.train()
         learner.critic_optimizer.zero_grad(set_to_none=True)
-    for sl in shape.micro_slices(len(ro)):
+    for sl, factor in rank_passes(shape.micro_slices(len(ro)), ranks):
         m = mask[sl]
         # this micro-batch's share of a token mean over the whole (mini-)batch, for logging
         batch_mean = lambda values: float(aggregate(values.detach().float(), m, "token_mean", norm))
@@ -178,9 +189,12 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             kl_tok = kl_estimate(logp, batch.ref_logprobs[sl, :width], algo.kl_estimator)
             kl = aggregate(kl_tok, m, algo.loss_agg, norm)
             total = total + algo.kl_coef * kl
+        (total if factor == 1.0 else total * factor).backward()
+        if not factor:  # a repeated pass only meets the other ranks' collectives: no result
+            continue
+        if kl_in_loss:
             totals["loss/kl"] += float(kl.detach())
             totals["kl/ref"] += batch_mean(kl_tok)
-        total.backward()
         totals["loss/total"] += float(total.detach())
         totals["loss/policy"] += float(pg.detach())
         totals["entropy"] += batch_mean(stats.entropy)
@@ -189,7 +203,9 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
         if learner.critic is not None:
             _critic_backward(learner, batch, algo, shape, sl, width, m, norm, totals)
-    totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm))
+    totals = summed(totals, ranks)
+    reduce_gradients(model.parameters(), ranks)
+    totals["grad_norm"] = clip_gradients(model.parameters(), max_grad_norm, ranks)
     totals["train/skipped_updates"] = guarded_step(learner.optimizer, "policy", totals["loss/total"],
                                                    totals["grad_norm"])
     model.eval()

@@ -88,8 +88,9 @@ class PreferenceMethod(CachedReference, CursorMethod):
             self.sampler = PromptSampler(list(range(len(self.pairs["train"].rows))), config.seed)
         self.bco_shift = RunningMean()  # bco_pair's reward shift delta
         train = config.train
-        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
-        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+        model = setup.shards.place("model", setup.model, setup.whole)
+        self.optimizer = build_optimizer(trainable_parameters(model), train)
+        self.modules, self.optimizers = {"model": setup.whole}, {"policy": self.optimizer}
 
     def _logps(self, model, pairs: Pairs, index: list[int]) -> PairLogps:
         """model's summed log-probs of the chosen and rejected completions of pairs[index]."""
@@ -185,17 +186,16 @@ class PreferenceMethod(CachedReference, CursorMethod):
             train, picked, reference, found = self._step_pairs()
         if not picked:  # online: every prompt's samples scored the same
             return {"step": step, **found, "train/nothing_to_train": 1.0}, []
-        seen = []
 
         def loss_of(group):
             p = self._group_logps(train, group, reference)
-            seen.append((group, p))
-            return pair_losses(p, self.cfg).sum() / len(picked)
+            return pair_losses(p, self.cfg).sum() / len(picked), (group, p.detached())
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
         with phases("update"):
             update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of,
-                                      self.config.train.max_grad_norm)
+                                      self.config.train.max_grad_norm, self.setup.shards.ranks)
+        seen = update.pop("results")
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])
         rejected_lp = torch.cat([p.rejected.detach() for _, p in seen])

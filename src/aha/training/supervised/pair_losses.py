@@ -5,6 +5,7 @@ and the implicit rewards the metrics read."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ class PairLogps:
     kl_rejected: torch.Tensor | None = None
     offset: torch.Tensor | None = None
     delta: float = 0.0
+
+    def detached(self) -> "PairLogps":
+        """The same numbers, cut from the graph (kept for the step's metrics after the backward)."""
+        return dataclasses.replace(self, **{f.name: getattr(self, f.name).detach() for f in dataclasses.fields(self)
+                                            if torch.is_tensor(getattr(self, f.name))})
 
     def averages(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.chosen / self.chosen_tokens, self.rejected / self.rejected_tokens

@@ -55,8 +55,9 @@ class SFTMethod(CursorMethod):
         self.lengths = [len(s) for s in self.sequences]  # for length buckets, fixed for the run
         self.sampler = PromptSampler(list(range(len(rows))), config.seed)
         train = config.train
-        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
-        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+        model = setup.shards.place("model", setup.model, setup.whole)
+        self.optimizer = build_optimizer(trainable_parameters(model), train)
+        self.modules, self.optimizers = {"model": setup.whole}, {"policy": self.optimizer}
 
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         config = self.config
@@ -64,16 +65,16 @@ class SFTMethod(CursorMethod):
         seqs = self.sequences
         tokens = sum(len(seqs[i].completion) for i in picked)  # the loss is a mean over the batch's response tokens
         groups = micro_batches(picked, self.lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
-        nll = []
 
         def loss_of(group):
             logprobs, mask = token_logprobs(self.setup.model, [seqs[i] for i in group], self.pad_id, self.setup.dtype)
             per_row = -(logprobs * mask).sum(dim=1)
-            nll.extend((per_row / mask.sum(dim=1)).tolist())
-            return per_row.sum() / tokens
+            return per_row.sum() / tokens, (per_row / mask.sum(dim=1)).tolist()
 
         with phases("update"):
-            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, config.train.max_grad_norm)
+            update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of, config.train.max_grad_norm,
+                                      self.setup.shards.ranks)
+        nll = [loss for losses in update.pop("results") for loss in losses]
         order = [i for g in groups for i in g]
         record = {"step": step, "sft/loss": update.pop("loss/total"), **update, "sft/tokens": tokens,
                   "sft/truncated": sum(seqs[i].truncated for i in picked), "length/mean": tokens / len(picked),

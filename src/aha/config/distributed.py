@@ -1,0 +1,52 @@
+"""The `distributed` section (learner ranks on torch.distributed: FSDP2 or DDP over N processes)
+and what N ranks do not run yet, refused when the config is read rather than after minutes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from aha.config.sections import Strict
+
+# the methods N learner ranks run so far; the others run on one process
+METHODS = ("rl", "sft", "dpo")
+
+
+class DistributedConfig(Strict):
+    """The learner over several processes: each rank trains its share of every step's global
+    batch and the N ranks take the step one process takes. Rank 0 owns the run folder, samples,
+    scores and evaluates; its checkpoints load on any number of ranks."""
+
+    processes: int = Field(1, ge=1, description="learner ranks on this machine: aha train starts N processes with "
+                                                "torchrun itself. Under a torchrun you start (several machines), "
+                                                "torchrun's world size is used: leave this at 1 or set it to that size")
+    strategy: Literal["fsdp2", "ddp"] = Field("fsdp2", description="fsdp2: each decoder layer sharded over the ranks "
+                                              "(fully_shard: 1/N of its weights, gradients and optimizer state per "
+                                              "rank), embeddings and head whole on each; ddp: the whole model on "
+                                              "each rank, gradients averaged by all-reduce")
+    timeout_s: float = Field(1800.0, gt=0, description="how long a rank waits in a collective for a peer that neither "
+                                                       "answers nor dies before the run stops")
+
+
+def distributed_problems(config, world_size: int | None = None) -> list[str]:
+    """What config asks of N ranks that they do not run yet (N: distributed.processes, or the
+    world size torchrun started)."""
+    n = world_size or config.distributed.processes
+    if n <= 1:
+        return []
+    where = f"distributed.processes={n}" if world_size is None else f"{n} learner ranks (torchrun's world size)"
+    if config.method not in METHODS:
+        return [f"{where} runs method {', '.join(METHODS)} so far; method={config.method} runs on one process "
+                "(distributed.processes=1)"]
+    unsupported = {
+        "lora.rank": config.lora.rank > 0,
+        "algorithm.advantage=gae (a critic)": config.method == "rl" and config.algorithm.advantage == "gae",
+        "algorithm.ref_reset_every / ref_reset_kl": config.method == "rl" and bool(
+            config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl),
+        "referee.verifier": config.referee.verifier is not None,
+        "dpo.online": config.method == "dpo" and config.dpo.online,
+        f"dpo.loss={config.dpo.loss}": config.method == "dpo" and config.dpo.loss in ("kto", "tdpo", "bco_pair"),
+    }
+    named = [key for key, used in unsupported.items() if used]
+    return [f"{where} does not run {', '.join(named)} yet: set distributed.processes=1 for it"] if named else []

@@ -1,7 +1,7 @@
 """Fault injection for the kill tests (tests/test_kill.py): AHA_KILL_AT=NAME:N makes this
 process SIGKILL itself the N-th time it passes the point called NAME (a step's end, the
-middle of a metrics line, a checkpoint half written, ...). Unset, a point costs one
-dictionary lookup."""
+middle of a metrics line, a checkpoint half written, ...); NAME@R:N only the learner rank R
+(torchrun's RANK). Unset, a point costs one dictionary lookup."""
 
 from __future__ import annotations
 
@@ -17,5 +17,6 @@ def kill_point(name: str) -> None:
         return
     _passed[name] = _passed.get(name, 0) + 1
     target, _, count = spec.rpartition(":")
-    if target == name and str(_passed[name]) == count:
+    target, _, rank = target.partition("@")
+    if target == name and str(_passed[name]) == count and rank in ("", os.environ.get("RANK", "0")):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -19,8 +19,9 @@ ALLOWED = frozenset({
                      "train.micro_batch_size", "rollout.batch_size",
     "rm.eval_data",  # a reward model's held-out pairs are only scored
 })
-# (ray.*: where the samples are drawn, not what they are drawn from)
-ALLOWED_SECTIONS = ("eval.", "ray.")
+# (ray.*: where the samples are drawn, not what they are drawn from; distributed.*: how many
+# processes take each step, which is the same step on any number: checkpoints load on any)
+ALLOWED_SECTIONS = ("eval.", "ray.", "distributed.")
 # Allowed, but held-out accuracies from before and after such a change are measured differently.
 EVAL_MEASURE = ("eval.limit", "eval.max_new_tokens", "eval.scorer", "eval.correct_threshold")
 # Keys no flag can change: the checkpoint's weights belong to the old model (or, for LoRA, to

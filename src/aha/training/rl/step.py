@@ -7,6 +7,7 @@ from collections.abc import Callable
 from aha.algorithms import adapt_length_coef, importance_weights, masked_mean, outside_fractions
 from aha.rewards.judge_http import endpoint_metrics
 from aha.rewards.judge_http import usage as endpoint_usage
+from aha.tracking.faults import kill_point
 from aha.training.alarms import check_reward_failures
 from aha.training.checkpoint import rng_state, set_rng_state
 from aha.training.distributed import shared
@@ -94,6 +95,7 @@ def shared_update(parts: StepParts, batch: Batch | None) -> dict:
     if ranks.distributed:
         batch, rng = shared((batch, rng_state()) if ranks.is_main else None, ranks)
         set_rng_state(rng)
+    kill_point("update")  # the kill tests' rank lost in the middle of a step
     if batch is None:
         return {}
     constant = config.algorithm.loss_agg_constant or config.rollout.max_new_tokens

@@ -1,0 +1,169 @@
+"""`aha train` on two CPU learner ranks (distributed.processes=2: torchrun started by aha, gloo,
+FSDP2 or DDP) against one process on the same config: rl (GRPO with a KL term in the loss,
+three micro-batches over two ranks, so one rank makes a repeated pass) and dpo (with its
+held-out pairs, a collective forward) log the same metrics and end on the same weights and
+optimizer moments; a checkpoint written by two ranks resumes on one and the reverse; a rank
+killed in the middle of a step stops the run naming it, leaves only whole files, and the same
+command resumes to the straight run's result."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+# a reward whose values differ between the tiny model's random completions, so every step trains
+REWARD = '''def vowels(completion, sample):
+    return sum(c in "aeiou" for c in completion) / max(len(completion), 1)
+'''
+RL = """method: rl
+model: tiny
+task: {name: arithmetic, num_eval: 4}
+reward: [{fn: rewards.py:vowels}]
+rollout: {prompts_per_step: 3, group_size: 4, max_new_tokens: 8}
+train: {steps: 3, lr: 1.0e-3, micro_batch_size: 4, checkpoint_every: 1, report: false}
+algorithm: {kl_coef: 0.05}
+eval: {max_new_tokens: 4}
+"""
+DPO_OVERRIDES = ["model=tiny", "train.steps=3", "task.num_eval=4", "eval.max_new_tokens=4", "train.report=false",
+                 "train.lr=1e-3", "dpo.batch_size=5", "train.micro_batch_size=2"]
+DPO = Path(__file__).parent.parent / "configs/dpo_arithmetic.yaml"
+# what two ranks may differ from one process by: the order in which gradients are summed
+TOLERANCE = 1e-5
+
+
+def aha_train(config: Path, out: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                              "MASTER_PORT", "AHA_KILL_AT")}
+    command = [sys.executable, "-m", "aha.cli", "train", str(config), f"output_dir={out}", *overrides]
+    launched = subprocess.Popen(command, env={**clean, "HF_HUB_OFFLINE": "1", **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = launched.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        launched.terminate()  # torchrun passes SIGTERM on to its ranks
+        launched.communicate(timeout=30)
+        raise
+    return subprocess.CompletedProcess(command, launched.returncode, stdout, stderr)
+
+
+def trained(config: Path, out: Path, *overrides: str) -> list[dict]:
+    done = aha_train(config, out, *overrides)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_run(one: list[dict], two: list[dict], keys: list[str]) -> None:
+    """Every step's and evaluation's record: the same keys, numbers within TOLERANCE."""
+    assert [r["step"] for r in one] == [r["step"] for r in two]
+    for a, b in zip(one, two):
+        assert set(a) == set(b)
+        for key in a:
+            if not key.startswith("time/") and isinstance(a[key], (int, float)):
+                assert b[key] == pytest.approx(a[key], abs=TOLERANCE), (a["step"], key)
+    for key in keys:  # the numbers that show the steps trained
+        assert any(r.get(key) for r in one), key
+
+
+def assert_same_checkpoint(one: Path, two: Path) -> None:
+    """The same weights, and the same optimizer moments in the same format (one process's)."""
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=TOLERANCE), name
+    state_a, state_b = (torch.load(p / "trainer.pt", weights_only=False)["optimizers"]["policy"] for p in (one, two))
+    assert state_a["param_groups"] == state_b["param_groups"]
+    assert state_a["state"].keys() == state_b["state"].keys()
+    for index, moments in state_a["state"].items():
+        for key, value in moments.items():
+            assert not hasattr(state_b["state"][index][key], "device_mesh")  # whole tensors, not shards
+            assert torch.allclose(value, state_b["state"][index][key], atol=TOLERANCE), (index, key)
+
+
+@pytest.fixture(scope="module")
+def rl_config(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("rl")
+    (folder / "rewards.py").write_text(REWARD)
+    (folder / "rl.yaml").write_text(RL)
+    return folder / "rl.yaml"
+
+
+@pytest.fixture(scope="module")
+def rl_straight(rl_config, tmp_path_factory) -> tuple[Path, list[dict]]:
+    out = tmp_path_factory.mktemp("rl_straight") / "run"
+    return out, trained(rl_config, out)
+
+
+def test_rl_on_two_fsdp2_ranks_takes_the_steps_one_process_takes(rl_config, rl_straight, tmp_path):
+    out, one = rl_straight
+    two = trained(rl_config, tmp_path / "two", "distributed.processes=2")
+    assert_same_run(one, two, ["loss/total", "kl/ref", "grad_norm", "reward/std"])
+    assert_same_checkpoint(out / "checkpoints/step-3", tmp_path / "two/checkpoints/step-3")
+    # rank 0 alone wrote the run's files: one record per step and evaluation
+    assert [r["step"] for r in two] == [0, 1, 2, 3, 3]
+
+
+def test_dpo_on_two_ranks_fsdp2_and_ddp_takes_the_steps_one_process_takes(tmp_path):
+    one = trained(DPO, tmp_path / "one", *DPO_OVERRIDES)
+    for strategy in ("fsdp2", "ddp"):
+        two = trained(DPO, tmp_path / strategy, *DPO_OVERRIDES, "distributed.processes=2",
+                      f"distributed.strategy={strategy}")
+        assert_same_run(one, two, ["pref/loss", "pref/margin", "grad_norm", "pref_eval/likelier_chosen"])
+        assert_same_checkpoint(tmp_path / "one/checkpoints/step-3", tmp_path / strategy / "checkpoints/step-3")
+
+
+@pytest.mark.parametrize("saved_by, resumed_by", [(2, 1), (1, 2)])
+def test_a_checkpoint_resumes_on_another_number_of_ranks(rl_config, rl_straight, tmp_path, saved_by, resumed_by):
+    """One step on saved_by ranks, then the rest on resumed_by: the straight run's numbers."""
+    out, straight = rl_straight
+    trained(rl_config, tmp_path / "run", "train.steps=1", "eval.after=false", f"distributed.processes={saved_by}")
+    resumed = trained(rl_config, tmp_path / "run", "train.resume=true", f"distributed.processes={resumed_by}")
+    assert_same_run(straight, resumed, ["loss/total"])
+    assert_same_checkpoint(out / "checkpoints/step-3", tmp_path / "run/checkpoints/step-3")
+
+
+def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_config, rl_straight, tmp_path):
+    """Rank 1 is SIGKILLed in step 2's update, while rank 0 waits on it in a collective: the run
+    stops naming rank 1 and the signal, metrics and checkpoints hold step 1 whole and nothing
+    of step 2, and the same command with train.resume=true ends where the straight run ends."""
+    out, straight = rl_straight
+    run = tmp_path / "run"
+    killed = aha_train(rl_config, run, "distributed.processes=2", env={"AHA_KILL_AT": "update@1:2"})
+    assert killed.returncode != 0
+    report = killed.stderr[killed.stderr.index("Failures:") if "Failures:" in killed.stderr else 0:]
+    assert "rank      : 1 (local_rank: 1)" in killed.stderr and "Signal 9 (SIGKILL)" in killed.stderr, report[-3000:]
+    assert "aha train: the learner ranks stopped" in killed.stderr
+    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [0, 1]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+    resumed = trained(rl_config, run, "distributed.processes=2", "train.resume=true")
+    assert_same_run(straight, resumed, ["loss/total"])
+    assert_same_checkpoint(out / "checkpoints/step-3", run / "checkpoints/step-3")
+
+
+def test_the_config_refuses_what_n_ranks_do_not_run_yet(tmp_path):
+    from aha.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="distributed.processes=2 runs method rl, sft, dpo so far; method=rm"):
+        load_config(None, ["method=rm", "rm.data=x.jsonl", "distributed.processes=2"])
+    with pytest.raises(ConfigError, match=r"distributed.processes=2 does not run lora.rank, algorithm.advantage=gae "
+                                          r"\(a critic\) yet: set distributed.processes=1 for it"):
+        load_config(None, ["distributed.processes=2", "lora.rank=4", "algorithm.advantage=gae"])
+
+
+def test_processes_outside_torchrun_and_a_disagreeing_world_are_refused(monkeypatch):
+    from aha.config import Config, ConfigError
+    from aha.training.distributed import join_ranks
+
+    for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(ConfigError, match="not one of torchrun's ranks: run `aha train`"):
+        join_ranks(Config(method="sft", distributed={"processes": 2}))
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(ConfigError, match="distributed.processes=2 but torchrun started 4 ranks"):
+        join_ranks(Config(method="sft", distributed={"processes": 2}))
+    with pytest.raises(ConfigError, match=r"4 learner ranks \(torchrun's world size\) runs method rl, sft, dpo"):
+        join_ranks(Config(method="rft"))

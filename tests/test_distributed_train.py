@@ -147,8 +147,8 @@ def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_co
 def test_the_config_refuses_what_n_ranks_do_not_run_yet(tmp_path):
     from aha.config import ConfigError, load_config
 
-    with pytest.raises(ConfigError, match="distributed.processes=2 runs method rl, sft, dpo so far; method=rm"):
-        load_config(None, ["method=rm", "rm.data=x.jsonl", "distributed.processes=2"])
+    with pytest.raises(ConfigError, match="distributed.processes=2 runs method rl, sft, dpo, rm, prm so far; method=rft"):
+        load_config(None, ["method=rft", "distributed.processes=2"])
     with pytest.raises(ConfigError, match=r"distributed.processes=2 does not run lora.rank, algorithm.advantage=gae "
                                           r"\(a critic\) yet: set distributed.processes=1 for it"):
         load_config(None, ["distributed.processes=2", "lora.rank=4", "algorithm.advantage=gae"])
@@ -165,5 +165,23 @@ def test_processes_outside_torchrun_and_a_disagreeing_world_are_refused(monkeypa
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(ConfigError, match="distributed.processes=2 but torchrun started 4 ranks"):
         join_ranks(Config(method="sft", distributed={"processes": 2}))
-    with pytest.raises(ConfigError, match=r"4 learner ranks \(torchrun's world size\) runs method rl, sft, dpo"):
+    with pytest.raises(ConfigError, match=r"4 learner ranks \(torchrun's world size\) runs method rl, sft, dpo, rm, prm so"):
         join_ranks(Config(method="rft"))
+
+
+TINY = ["model=tiny", "train.steps=2", "train.checkpoint_every=0", "task.num_eval=4", "eval.max_new_tokens=4",
+        "train.report=false", "train.lr=1e-3", "train.micro_batch_size=2"]
+CONFIGS = Path(__file__).parent.parent / "configs"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config, overrides, keys", [
+    ("sft_arithmetic.yaml", ["sft.batch_size=5", "distributed.strategy=ddp"], ["sft/loss"]),
+    ("dpo_arithmetic.yaml", ["dpo.loss=kto", "dpo.batch_size=5"], ["kto/loss", "kto/reward_desirable"]),
+    ("rm_arithmetic.yaml", ["rm.batch_size=5", "rm.heads=3", "rm.pcrm=true"], ["rm/loss", "rm/head_std"]),
+    ("prm_arithmetic.yaml", ["prm.batch_size=5"], ["prm/loss"]),
+], ids=["sft-ddp", "kto", "rm-ensemble-pcrm", "prm"])
+def test_every_supervised_method_on_two_ranks_takes_the_steps_one_process_takes(tmp_path, config, overrides, keys):
+    one = trained(CONFIGS / config, tmp_path / "one", *TINY, *overrides)
+    two = trained(CONFIGS / config, tmp_path / "two", *TINY, *overrides, "distributed.processes=2")
+    assert_same_run(one, two, [*keys, "grad_norm"])

@@ -10,7 +10,7 @@ from pydantic import Field
 from aha.config.sections import Strict
 
 # the methods N learner ranks run so far; the others run on one process
-METHODS = ("rl", "sft", "dpo")
+METHODS = ("rl", "sft", "dpo", "rm", "prm")
 
 
 class DistributedConfig(Strict):
@@ -46,7 +46,7 @@ def distributed_problems(config, world_size: int | None = None) -> list[str]:
             config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl),
         "referee.verifier": config.referee.verifier is not None,
         "dpo.online": config.method == "dpo" and config.dpo.online,
-        f"dpo.loss={config.dpo.loss}": config.method == "dpo" and config.dpo.loss in ("kto", "tdpo", "bco_pair"),
+        f"dpo.loss={config.dpo.loss}": config.method == "dpo" and config.dpo.loss in ("tdpo", "bco_pair"),
     }
     named = [key for key, used in unsupported.items() if used]
     return [f"{where} does not run {', '.join(named)} yet: set distributed.processes=1 for it"] if named else []

@@ -149,7 +149,7 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
         env = build_environment(config.env, reward, config.base_dir)
         model, tokenizer, dtype = _load_policy(config, task)
         # rank 0 keeps the policy whole for its engine while the ranks shard `model` (the method places it)
-        whole = copy.deepcopy(model) if ranks.distributed and ranks.is_main else None
+        whole = copy.deepcopy(model) if ranks.distributed and ranks.is_main and method_class.generates else None
         # a method that never samples (reward models) needs only the tokenizer's padding: no worker;
         # nor do the ranks other than 0, which never sample
         samples = method_class.generates and ranks.is_main

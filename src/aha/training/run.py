@@ -97,7 +97,7 @@ class Run:
 
     def sync_engine(self) -> None:
         """Rank 0's engine samples the trained weights from its next generate on."""
-        if self.main:
+        if self.main and self.setup.whole is not None:  # None: a reward model's run on several ranks
             self.setup.engine.sync_weights(self.setup.whole)
 
     def resume(self, checkpoints: list[Path], changes: dict) -> None:

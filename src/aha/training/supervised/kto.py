@@ -152,8 +152,9 @@ class KTOMethod(CachedReference, CursorMethod):
         self.reference: dict[str, torch.Tensor] | None = None  # train / train_mismatched / eval -> (N,)
         self.sampler = PromptSampler(list(range(len(self.data["train"].rows))), config.seed)
         train = config.train
-        self.optimizer = build_optimizer(trainable_parameters(setup.model), train)
-        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+        model = setup.shards.place("model", setup.model, setup.whole)
+        self.optimizer = build_optimizer(trainable_parameters(model), train)
+        self.modules, self.optimizers = {"model": setup.whole}, {"policy": self.optimizer}
 
     def _groups(self, sequences: list[Sequence], index: list[int]) -> list[list[int]]:
         lengths = [len(s) for s in sequences]
@@ -196,18 +197,17 @@ class KTOMethod(CachedReference, CursorMethod):
         # z0: the policy's KL to the reference on this step's mismatched sequences, no gradient
         z0 = kto_reference_point(self._sequence_logps(train.mismatched, picked, "mismatched"),
                                  reference["train_mismatched"][picked])
-        seen = []
 
         def loss_of(group):
             logps = self._logps([train.sequences[i] for i in group])
-            seen.append((group, logps.detach().float()))
             losses = kto_loss(logps.float(), reference["train"][group], train.desirable[group], z0, self.cfg.beta,
                               self.cfg.kto_desirable_weight, self.cfg.kto_undesirable_weight)
-            return losses.sum() / len(picked)
+            return losses.sum() / len(picked), (group, logps.detach().float())
 
         with phases("update"):
-            update = accumulated_step(self.setup.model, self.optimizer,
-                                      self._groups(train.sequences, picked), loss_of, self.config.train.max_grad_norm)
+            update = accumulated_step(self.setup.model, self.optimizer, self._groups(train.sequences, picked),
+                                      loss_of, self.config.train.max_grad_norm, self.setup.shards.ranks)
+        seen = update.pop("results")
         order = [i for group, _ in seen for i in group]
         logps = torch.cat([lp for _, lp in seen])
         rewards = self.cfg.beta * (logps - reference["train"][order])

@@ -88,8 +88,10 @@ class PRMMethod(CursorMethod):
         self.solutions = {split: self._encode(found) for split, found in rows.items()}
         self.sampler = PromptSampler(list(range(len(rows["train"]))), config.seed)
         train = config.train
+        setup.shards.place("process_reward_model", self.prm)
         self.optimizer = build_optimizer(trainable_parameters(self.prm), train)
-        self.modules = {"model": setup.model, "reward_head": head}
+        whole = setup.shards.whole("process_reward_model")  # rank 0's whole copy: what checkpoints save
+        self.modules = {"model": whole.lm, "reward_head": whole.head} if whole is not None else {}
         self.optimizers = {"process_reward_model": self.optimizer}
 
     def _encode(self, rows: list[dict]) -> list[Solution]:
@@ -119,18 +121,18 @@ class PRMMethod(CursorMethod):
 
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         picked = self.sampler.next(self.cfg.batch_size)
-        train, seen = self.solutions["train"], []
+        train = self.solutions["train"]
         norm = max(1, sum(len(train[i].ends) for i in picked))  # the mean over the batch's labelled steps
 
         def loss_of(group):
             logits = self._logits(train, group)
-            seen.append((group, logits.detach()))
             labels = torch.cat([train[i].labels for i in group])
-            return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm
+            return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm, (group, logits.detach())
 
         with phases("update"):
             update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
-                                      self.config.train.max_grad_norm)
+                                      self.config.train.max_grad_norm, self.setup.shards.ranks)
+        seen = update.pop("results")
         order = [i for group, _ in seen for i in group]
         logits = torch.cat([group_logits for _, group_logits in seen])
         labels = torch.cat([train[i].labels for i in order])

@@ -51,8 +51,10 @@ class RMMethod(CursorMethod):
                                      for r in self.pairs["train"].rows])
         self.caps = self._pcrm_caps() if self.cfg.pcrm else None  # from the weights the run starts with
         train = config.train
+        setup.shards.place("reward_model", self.rm)
         self.optimizer = build_optimizer(trainable_parameters(self.rm), train)
-        self.modules = {"model": setup.model, "reward_head": head}
+        whole = setup.shards.whole("reward_model")  # rank 0's whole copy: what checkpoints save
+        self.modules = {"model": whole.lm, "reward_head": whole.head} if whole is not None else {}
         self.optimizers = {"reward_model": self.optimizer}
 
     def _pcrm_caps(self) -> torch.Tensor:
@@ -88,19 +90,20 @@ class RMMethod(CursorMethod):
 
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         picked = self.sampler.next(self.cfg.batch_size)
-        train, seen = self.pairs["train"], []
+        train = self.pairs["train"]
         # each head's loss is its bootstrap-weighted mean over the batch; the heads are averaged
         norm = self.weights[picked].sum(dim=0).clamp(min=1.0) * self.cfg.heads
 
         def loss_of(group):
             chosen, rejected = self._rewards(train, group)
-            seen.append((group, chosen.detach(), rejected.detach()))
-            return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum()
+            return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum(), \
+                (group, chosen.detach(), rejected.detach())
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size)
         with phases("update"):
-            update = accumulated_step(self.rm, self.optimizer, groups, loss_of,
-                                      self.config.train.max_grad_norm)
+            update = accumulated_step(self.rm, self.optimizer, groups, loss_of, self.config.train.max_grad_norm,
+                                      self.setup.shards.ranks)
+        seen = update.pop("results")
         order = [i for group, _, _ in seen for i in group]
         chosen, rejected = torch.cat([c for _, c, _ in seen]), torch.cat([r for _, _, r in seen])
         score_c, score_r = self._score(chosen), self._score(rejected)

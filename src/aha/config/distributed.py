@@ -10,7 +10,7 @@ from pydantic import Field
 from aha.config.sections import Strict
 
 # the methods N learner ranks run so far; the others run on one process
-METHODS = ("rl", "sft", "dpo", "rm", "prm")
+METHODS = ("rl", "sft", "dpo", "rm", "prm", "rft")
 
 
 class DistributedConfig(Strict):
@@ -40,13 +40,10 @@ def distributed_problems(config, world_size: int | None = None) -> list[str]:
         return [f"{where} runs method {', '.join(METHODS)} so far; method={config.method} runs on one process "
                 "(distributed.processes=1)"]
     unsupported = {
-        "lora.rank": config.lora.rank > 0,
-        "algorithm.advantage=gae (a critic)": config.method == "rl" and config.algorithm.advantage == "gae",
         "algorithm.ref_reset_every / ref_reset_kl": config.method == "rl" and bool(
             config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl),
-        "referee.verifier": config.referee.verifier is not None,
-        "dpo.online": config.method == "dpo" and config.dpo.online,
-        f"dpo.loss={config.dpo.loss}": config.method == "dpo" and config.dpo.loss in ("tdpo", "bco_pair"),
+        # bco_pair's reward shift is a running mean over the micro-batches in order: each rank sees its share
+        "dpo.loss=bco_pair": config.method == "dpo" and config.dpo.loss == "bco_pair",
     }
     named = [key for key, used in unsupported.items() if used]
     return [f"{where} does not run {', '.join(named)} yet: set distributed.processes=1 for it"] if named else []

@@ -43,16 +43,21 @@ def build_learner(model, config: Config, teacher=None, shards: Shards | None = N
     algo, train, shards = config.algorithm, config.train, shards or Shards()
     # a KL coefficient of 0 means no reference model at all: no memory, no forward pass
     ref_model = copy.deepcopy(model).requires_grad_(False) if algo.kl_coef > 0 and shards.ranks.is_main else None
+    # the critic copies the policy's body: before the policy is sharded (a sharded module cannot be copied)
+    critic = ValueModel(model) if algo.advantage == "gae" else None
     trained = shards.place("model", model, whole)
     optimizer = build_optimizer(trainable_parameters(trained), train)
-    critic = critic_optimizer = None
-    if algo.advantage == "gae":
-        critic = ValueModel(model)
+    critic_optimizer = None
+    if critic is not None:
+        shards.place("critic", critic)
         critic_optimizer = build_optimizer(critic.parameters(), train, lr=algo.critic_lr)
     if not shards.ranks.distributed:
         return Learner(model, optimizer, ref_model, critic, critic_optimizer, teacher)
-    reader = shards.whole("model") if shards.ranks.is_main else trained
-    return Learner(reader, optimizer, ref_model, critic, critic_optimizer, teacher, trained=trained)
+    # rank 0 reads its whole copies (rollouts' log-probs and values); the other ranks hold only the shards
+    main = shards.ranks.is_main
+    return Learner(shards.whole("model") if main else trained, optimizer, ref_model,
+                   shards.whole("critic") if main and critic is not None else critic, critic_optimizer, teacher,
+                   trained=trained, trained_critic=critic)
 
 
 def checkpointed(learner: Learner, config: Config) -> tuple[dict, dict]:

@@ -43,11 +43,16 @@ class Learner:
     # with several learner ranks: the policy spread over them, which the update trains; `model` is then
     # rank 0's whole copy, which rollouts, rewards and the no-gradient log-probs read
     trained: torch.nn.Module | None = None
+    trained_critic: torch.nn.Module | None = None  # likewise the critic, `critic` being rank 0's whole copy
 
     @property
     def updated(self) -> torch.nn.Module:
         """The module the optimizer steps (the policy itself on one process)."""
         return self.model if self.trained is None else self.trained
+
+    @property
+    def updated_critic(self) -> torch.nn.Module | None:
+        return self.critic if self.trained_critic is None else self.trained_critic
 
 
 @dataclass(frozen=True)
@@ -136,16 +141,19 @@ def _loss_mask(batch: Batch, algo: AlgorithmConfig, width: int) -> torch.Tensor:
 
 
 def _critic_backward(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: Shape, sl: slice, width: int,
-                     mask: torch.Tensor, norm: LossNorm, totals: dict) -> None:
-    """The critic's clipped value loss on one micro-batch, backpropagated, added to totals."""
-    ro = batch.rollouts
+                     mask: torch.Tensor, norm: LossNorm, totals: dict, factor: float) -> None:
+    """The critic's clipped value loss on one micro-batch, backpropagated (times factor: see
+    rank_passes), added to totals."""
+    ro, critic = batch.rollouts, learner.updated_critic
     with autocast(shape.dtype):
-        c_hidden = rollout_hidden(learner.critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
-    values = learner.critic.values(c_hidden, ro.completion_mask[sl, :width])
+        c_hidden = rollout_hidden(critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
+    values = critic.values(c_hidden, ro.completion_mask[sl, :width])
     v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width],
                                           algo.value_clip)
     v_loss = aggregate(v_tok, mask, "token_mean", norm)
-    v_loss.backward()
+    (v_loss if factor == 1.0 else v_loss * factor).backward()
+    if not factor:
+        return
     totals["loss/value"] += float(v_loss.detach())
     totals["value/clip_frac"] += float(aggregate(v_clipped.detach().float(), mask, "token_mean", norm))
 
@@ -167,7 +175,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     if learner.critic is not None:
-        learner.critic.train()
+        learner.updated_critic.train()
         learner.critic_optimizer.zero_grad(set_to_none=True)
     for sl, factor in rank_passes(shape.micro_slices(len(ro)), ranks):
         m = mask[sl]
@@ -190,6 +198,8 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             kl = aggregate(kl_tok, m, algo.loss_agg, norm)
             total = total + algo.kl_coef * kl
         (total if factor == 1.0 else total * factor).backward()
+        if learner.critic is not None:
+            _critic_backward(learner, batch, algo, shape, sl, width, m, norm, totals, factor)
         if not factor:  # a repeated pass only meets the other ranks' collectives: no result
             continue
         if kl_in_loss:
@@ -201,8 +211,6 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["policy/clip_frac"] += batch_mean(clipped)
         totals["policy/ratio_mean"] += batch_mean(torch.exp(logp - old))
         totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
-        if learner.critic is not None:
-            _critic_backward(learner, batch, algo, shape, sl, width, m, norm, totals)
     totals = summed(totals, ranks)
     reduce_gradients(model.parameters(), ranks)
     totals["grad_norm"] = clip_gradients(model.parameters(), max_grad_norm, ranks)
@@ -210,10 +218,12 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
                                                    totals["grad_norm"])
     model.eval()
     if learner.critic is not None:
-        totals["value/grad_norm"] = float(torch.nn.utils.clip_grad_norm_(learner.critic.parameters(), max_grad_norm))
+        critic = learner.updated_critic
+        reduce_gradients(critic.parameters(), ranks)
+        totals["value/grad_norm"] = clip_gradients(critic.parameters(), max_grad_norm, ranks)
         totals["value/skipped_updates"] = guarded_step(learner.critic_optimizer, "critic", totals["loss/value"],
                                                         totals["value/grad_norm"])
-        learner.critic.eval()
+        critic.eval()
     totals["tokens/trained"] = int(norm.num_tokens)
     return totals
 

@@ -18,6 +18,7 @@ from aha.models.adapters import trainable_parameters
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
+from aha.training.distributed import shared
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -145,6 +146,10 @@ class PreferenceMethod(CachedReference, CursorMethod):
                 self._reference_logps()  # before the first update changes the weights
             picked = self.sampler.next(self.cfg.batch_size)
             return self.pairs["train"], picked, {}, {"pref/epoch": self.sampler.epoch}
+        # online: rank 0 samples and scores the pairs alone; every learner rank trains on them
+        return shared(self._online_pairs() if self.setup.is_main else None, self.setup.shards.ranks)
+
+    def _online_pairs(self) -> tuple[Pairs, list[int], dict, dict]:
         s = self.setup
         rows, chosen, rejected, stats = sampled_pairs(s.engine, s.task, self.sampler, s.reward, self.cfg.batch_size,
                                                       self.cfg.online_samples)

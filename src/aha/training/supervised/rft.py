@@ -23,6 +23,7 @@ from aha.prompts import hinted, prompt_text
 from aha.rewards import CompositeReward
 from aha.rollout import Rollouts
 from aha.tasks import PromptSampler, Task, check_answers, encode_prompts
+from aha.training.distributed import shared
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -75,8 +76,9 @@ class RFTMethod(CursorMethod):
         self.cfg: RFTConfig = setup.config.rft
         self.pad_id = setup.engine.pad_id
         self.sampler = PromptSampler(setup.task.train, setup.config.seed)
-        self.optimizer = build_optimizer(trainable_parameters(setup.model), setup.config.train)
-        self.modules, self.optimizers = {"model": setup.model}, {"policy": self.optimizer}
+        model = setup.shards.place("model", setup.model, setup.whole)
+        self.optimizer = build_optimizer(trainable_parameters(model), setup.config.train)
+        self.modules, self.optimizers = {"model": setup.whole}, {"policy": self.optimizer}
         self.round: Round | None = None
         self.sampled_total = 0  # completions sampled so far (retries too): the budget a comparison is made at
 
@@ -132,7 +134,8 @@ class RFTMethod(CursorMethod):
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         cfg = self.cfg
         if self.round is None or not self.round.sequences or self.round.steps >= cfg.steps_per_round:
-            self.round = self._new_round(phases)
+            # rank 0 samples and scores the round alone; every learner rank trains on it
+            self.round = shared(self._new_round(phases) if self.setup.is_main else None, self.setup.shards.ranks)
             stats = self.round.stats
         else:
             stats = {}
@@ -153,15 +156,14 @@ class RFTMethod(CursorMethod):
         model, train = self.setup.model, self.setup.config.train
         tokens = sum(len(sequences[i].completion) for i in picked)
         groups = micro_batches(picked, [len(s) for s in sequences], train.micro_batch_size, True)
-        nll = []
 
         def loss_of(group):
             logprobs, mask = token_logprobs(model, [sequences[i] for i in group], self.pad_id, self.setup.dtype)
             per_row = -(logprobs * mask).sum(dim=1)
-            nll.extend((per_row / mask.sum(dim=1)).tolist())
-            return per_row.sum() / tokens
+            return per_row.sum() / tokens, (per_row / mask.sum(dim=1)).tolist()
 
-        update = accumulated_step(model, self.optimizer, groups, loss_of, train.max_grad_norm)
+        update = accumulated_step(model, self.optimizer, groups, loss_of, train.max_grad_norm, self.setup.shards.ranks)
+        nll = [loss for losses in update.pop("results") for loss in losses]
         update["sft/tokens"] = tokens
         return update, nll, [i for g in groups for i in g]
 

@@ -3,8 +3,9 @@
     .venv/bin/python bench/fsdp_memory.py                                     # one process
     .venv/bin/torchrun --standalone --nproc_per_node 2 bench/fsdp_memory.py    # two CPU ranks
 
-Each process loads SmolLM2-135M (fp32), shards it with FSDP2 when torchrun started several
-ranks (aha.training.distributed.shard: every decoder layer, then the root), and takes --steps
+Each process loads SmolLM2-135M (fp32), places it over the ranks when torchrun started several
+(aha.training.distributed.place: every decoder layer sharded by FSDP2, embeddings, final norm and
+the tied head whole on each rank, their gradients all-reduced), and takes --steps
 AdamW steps on --rows x --tokens random tokens split across the ranks (token-mean loss over the
 global batch). Rank 0 prints, for each rank: the bytes of parameters, gradients and AdamW
 moments it holds (its shards: counted exactly from the local tensors), its peak resident memory
@@ -23,7 +24,15 @@ import torch
 import torch.distributed as dist
 
 from aha.models import load
-from aha.training.distributed import close_ranks, global_sum, init_ranks, rank_rows, shard, token_mean_scale
+from aha.training.distributed import (
+    close_ranks,
+    global_sum,
+    init_ranks,
+    place,
+    rank_rows,
+    reduce_gradients,
+    token_mean_scale,
+)
 
 
 def local_bytes(tensors) -> int:
@@ -45,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     ranks = init_ranks("cpu")
     model = load("smollm2-135m").model.float().train()
-    model = shard(model, "fsdp2", ranks) if ranks.distributed else model
+    model = place(model, "fsdp2", ranks)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (args.rows, args.tokens), generator=torch.Generator().manual_seed(0))
@@ -58,6 +67,7 @@ def main() -> None:
         summed = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids[mine][:, 1:].reshape(-1),
                                                    reduction="sum")
         (summed * token_mean_scale(global_tokens, ranks)).backward()
+        reduce_gradients(model.parameters(), ranks)
         grads = local_bytes(p.grad for p in model.parameters())
         optimizer.step()
         optimizer.zero_grad()

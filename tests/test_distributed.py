@@ -14,7 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aha.training.distributed import Ranks, decoder_layers, init_ranks, place, rank_rows, token_mean_scale
+from aha.training.distributed import Ranks, decoder_layers, init_ranks, place, rank_passes, rank_rows, token_mean_scale
+from aha.training.rl.update import Shape
 
 STEP = Path(__file__).parent / "distributed_step.py"
 
@@ -115,3 +116,28 @@ def test_bad_settings_name_what_is_wrong(monkeypatch):
         place(torch.nn.Linear(2, 2), "zero3")
     with pytest.raises(ValueError, match="Linear: no decoder layers found \\(a ModuleList named layers or h\\)"):
         decoder_layers(torch.nn.Linear(2, 2))
+
+
+def test_rank_passes_split_every_micro_batch_and_keep_the_ranks_in_step():
+    """Each rank takes a contiguous part of every micro-batch (whole groups of a slice), at
+    factor N; a rank left without a part repeats the first unit at factor 0, so both ranks make
+    the same passes. One process: every micro-batch whole, at factor 1."""
+    two = [Ranks(rank=r, world_size=2) for r in range(2)]
+    lists = [[0, 1, 2], [3]]
+    assert rank_passes(lists, Ranks()) == [([0, 1, 2], 1.0), ([3], 1.0)]
+    assert rank_passes(lists, two[0]) == [([0, 1], 2.0), ([3], 2.0)]
+    assert rank_passes(lists, two[1]) == [([2], 2.0), ([3], 0.0)]
+    slices = [slice(0, 8), slice(8, 12)]  # groups of 4 rows
+    assert rank_passes(slices, two[0], unit=4) == [(slice(0, 4), 2.0), (slice(8, 12), 2.0)]
+    assert rank_passes(slices, two[1], unit=4) == [(slice(4, 8), 2.0), (slice(8, 12), 0.0)]
+
+
+def test_two_ranks_cut_the_micro_batches_one_process_cuts():
+    """With train.micro_batch_size rows on each rank, the step's micro-batches over two ranks
+    hold twice as many, and each rank's parts are the micro-batches one process makes."""
+    shape = Shape(group_size=4, micro_batch_size=4, share_prompt=True, temperature=1.0, dtype=torch.float32)
+    assert shape.micro_slices(12) == [slice(0, 4), slice(4, 8), slice(8, 12)]
+    assert shape.micro_slices(12, ranks=2) == [slice(0, 8), slice(8, 12)]
+    parts = [part for rank in range(2)
+             for part, factor in rank_passes(shape.micro_slices(12, 2), Ranks(rank, 2), unit=4) if factor]
+    assert sorted(parts, key=lambda s: s.start) == shape.micro_slices(12)

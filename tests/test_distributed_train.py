@@ -147,11 +147,11 @@ def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_co
 def test_the_config_refuses_what_n_ranks_do_not_run_yet(tmp_path):
     from aha.config import ConfigError, load_config
 
-    with pytest.raises(ConfigError, match="distributed.processes=2 runs method rl, sft, dpo, rm, prm so far; method=rft"):
-        load_config(None, ["method=rft", "distributed.processes=2"])
-    with pytest.raises(ConfigError, match=r"distributed.processes=2 does not run lora.rank, algorithm.advantage=gae "
-                                          r"\(a critic\) yet: set distributed.processes=1 for it"):
-        load_config(None, ["distributed.processes=2", "lora.rank=4", "algorithm.advantage=gae"])
+    with pytest.raises(ConfigError, match=r"distributed.processes=2 does not run algorithm.ref_reset_every / "
+                                          r"ref_reset_kl yet: set distributed.processes=1 for it"):
+        load_config(None, ["distributed.processes=2", "algorithm.ref_reset_every=5", "algorithm.kl_coef=0.1"])
+    with pytest.raises(ConfigError, match=r"does not run dpo.loss=bco_pair yet"):
+        load_config(None, ["method=dpo", "dpo.data=x.jsonl", "dpo.loss=bco_pair", "distributed.processes=2"])
 
 
 def test_processes_outside_torchrun_and_a_disagreeing_world_are_refused(monkeypatch):
@@ -165,8 +165,8 @@ def test_processes_outside_torchrun_and_a_disagreeing_world_are_refused(monkeypa
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(ConfigError, match="distributed.processes=2 but torchrun started 4 ranks"):
         join_ranks(Config(method="sft", distributed={"processes": 2}))
-    with pytest.raises(ConfigError, match=r"4 learner ranks \(torchrun's world size\) runs method rl, sft, dpo, rm, prm so"):
-        join_ranks(Config(method="rft"))
+    with pytest.raises(ConfigError, match=r"4 learner ranks \(torchrun's world size\) does not run dpo.loss=bco_pair"):
+        join_ranks(Config(method="dpo", dpo={"data": "x.jsonl", "loss": "bco_pair"}))
 
 
 TINY = ["model=tiny", "train.steps=2", "train.checkpoint_every=0", "task.num_eval=4", "eval.max_new_tokens=4",

@@ -9,9 +9,6 @@ from pydantic import Field
 
 from aha.config.sections import Strict
 
-# the methods N learner ranks run so far; the others run on one process
-METHODS = ("rl", "sft", "dpo", "rm", "prm", "rft")
-
 
 class DistributedConfig(Strict):
     """The learner over several processes: each rank trains its share of every step's global
@@ -36,13 +33,11 @@ def distributed_problems(config, world_size: int | None = None) -> list[str]:
     if n <= 1:
         return []
     where = f"distributed.processes={n}" if world_size is None else f"{n} learner ranks (torchrun's world size)"
-    if config.method not in METHODS:
-        return [f"{where} runs method {', '.join(METHODS)} so far; method={config.method} runs on one process "
-                "(distributed.processes=1)"]
     unsupported = {
+        # a reset copies the policy into rank 0's reference mid-step, from weights only gathered after it
         "algorithm.ref_reset_every / ref_reset_kl": config.method == "rl" and bool(
             config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl),
-        # bco_pair's reward shift is a running mean over the micro-batches in order: each rank sees its share
+        # bco_pair's reward shift is a running mean over the micro-batches in order: each rank sees its part
         "dpo.loss=bco_pair": config.method == "dpo" and config.dpo.loss == "bco_pair",
     }
     named = [key for key, used in unsupported.items() if used]

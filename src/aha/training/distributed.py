@@ -161,19 +161,38 @@ def clip_gradients(parameters, max_norm: float, ranks: Ranks) -> float:
     return total
 
 
-def rank_passes(items: list, ranks: Ranks) -> list[tuple[object, float]]:
-    """This rank's share of a step's micro-batches, each with the factor its loss is multiplied
-    by: N, because the N ranks' gradients are averaged (1 on one process). A contiguous share,
-    so gathering the ranks' results in rank order restores the global order. Every rank makes
-    the same number of passes, because each pass's collectives must meet their peers: a rank
-    with one fewer repeats one of its items at factor 0 (no gradient, no result)."""
+def rank_passes(items: list, ranks: Ranks, unit: int = 1) -> list[tuple[object, float]]:
+    """This rank's part of each of a step's micro-batches (a list of indices, or a slice of rows
+    cut at whole units of `unit` rows: an RL group), with the factor its loss is multiplied by: N,
+    because the N ranks' gradients are averaged (1 on one process, where each item is whole).
+    Each rank takes a contiguous part of every micro-batch, so every rank makes one pass per
+    micro-batch, its collectives meeting its peers', and N ranks hold 1/N of each micro-batch's
+    activations. A rank whose part is empty (a micro-batch with fewer units than ranks) repeats
+    the first unit at factor 0: no gradient, no result."""
     if not ranks.distributed:
         return [(item, 1.0) for item in items]
-    mine = items[rank_rows(len(items), ranks)]
-    passes = [(item, float(ranks.world_size)) for item in mine]
-    rounds = -(-len(items) // ranks.world_size)
-    filler = mine[0] if mine else items[0]
-    return passes + [(filler, 0.0)] * (rounds - len(mine))
+    return [_rank_part(item, ranks, unit) for item in items]
+
+
+def _rank_part(item, ranks: Ranks, unit: int) -> tuple[object, float]:
+    if isinstance(item, slice):
+        mine = rank_rows((item.stop - item.start) // unit, ranks)
+        if mine.stop > mine.start:
+            return slice(item.start + mine.start * unit, item.start + mine.stop * unit), float(ranks.world_size)
+        return slice(item.start, item.start + unit), 0.0
+    mine = item[rank_rows(len(item), ranks)]
+    return (mine, float(ranks.world_size)) if len(mine) else (item[:1], 0.0)
+
+
+def interleaved(results: list, ranks: Ranks) -> list:
+    """Each pass's results from every rank, in pass order then rank order (the micro-batches'
+    own order, each rank's part being contiguous); None marks a pass with no result. Every rank
+    gets the whole list; results itself on one process."""
+    if not ranks.distributed:
+        return results
+    parts = [None] * ranks.world_size
+    dist.all_gather_object(parts, results)
+    return [part[i] for i in range(len(results)) for part in parts if part[i] is not None]
 
 
 def gathered(local: list, ranks: Ranks) -> list:

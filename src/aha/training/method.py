@@ -44,6 +44,13 @@ class Setup:
             object.__setattr__(self, "whole", self.model)  # one process: the policy is its own whole copy
 
     @property
+    def step_micro_batch(self) -> int:
+        """The rows of each gradient pass over all learner ranks: train.micro_batch_size on each rank
+        (one process: train.micro_batch_size). Each such micro-batch is split over the ranks
+        (rank_passes), so every rank computes the micro-batches one process would."""
+        return self.config.train.micro_batch_size * self.shards.ranks.world_size
+
+    @property
     def is_main(self) -> bool:
         """Rank 0 (one process is rank 0): it alone samples, scores and writes the run folder."""
         return self.shards.ranks.is_main

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 
 from aha.config import TrainConfig
-from aha.training.distributed import Ranks, clip_gradients, gathered, global_sum, rank_passes, reduce_gradients
+from aha.training.distributed import Ranks, clip_gradients, global_sum, interleaved, rank_passes, reduce_gradients
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def accumulated_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, g
     returns that group's share of the batch loss (already divided by the batch's normaliser),
     so the step equals one on the whole batch, or (loss, result) to have each group's result
     back, in the groups' order, as "results". A NaN/inf loss or gradient skips the update.
-    With several learner ranks each rank takes its share of the groups (rank_passes) and the
+    With several learner ranks each rank takes its part of every group (rank_passes) and the
     losses, results and gradients are those of all of them."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
@@ -55,11 +55,11 @@ def accumulated_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, g
         (loss if factor == 1.0 else loss * factor).backward()
         if factor:  # a repeated pass (factor 0) only meets the other ranks' collectives
             total += float(loss.detach())
-            results.append(result)
+        results.append(result if factor else None)
     total = global_sum(total, ranks)
     reduce_gradients(model.parameters(), ranks)
     grad_norm = clip_gradients(model.parameters(), max_grad_norm, ranks)
     skipped = guarded_step(optimizer, "policy", total, grad_norm)
     model.eval()
     update = {"loss/total": total, "grad_norm": grad_norm, "train/skipped_updates": skipped}
-    return {**update, "results": gathered(results, ranks)} if with_results else update
+    return {**update, "results": interleaved(results, ranks)} if with_results else update

@@ -60,7 +60,7 @@ class Shape:
     """How to cut a batch for compute: fixed for the run."""
 
     group_size: int
-    micro_batch_size: int  # rounded to whole groups
+    micro_batch_size: int  # rounded to whole groups; on each learner rank
     share_prompt: bool
     temperature: float
     dtype: torch.dtype
@@ -71,9 +71,11 @@ class Shape:
         mixes temperatures (rollout.temperatures)."""
         return self.temperature if rollouts.temperature is None else rollouts.temperature[rows]
 
-    def micro_slices(self, n: int):
-        step = max(self.group_size, self.micro_batch_size // self.group_size * self.group_size)
-        return [slice(s, s + step) for s in range(0, n, step)]
+    def micro_slices(self, n: int, ranks: int = 1):
+        """Micro-batches of whole groups; ranks: over that many learner ranks, each micro-batch
+        holds one per rank (rank_passes splits it)."""
+        step = max(self.group_size, self.micro_batch_size // self.group_size * self.group_size) * ranks
+        return [slice(s, min(s + step, n)) for s in range(0, n, step)]
 
 
 def _width(batch: Batch) -> int:
@@ -177,7 +179,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     if learner.critic is not None:
         learner.updated_critic.train()
         learner.critic_optimizer.zero_grad(set_to_none=True)
-    for sl, factor in rank_passes(shape.micro_slices(len(ro)), ranks):
+    for sl, factor in rank_passes(shape.micro_slices(len(ro), ranks.world_size), ranks, unit=shape.group_size):
         m = mask[sl]
         # this micro-batch's share of a token mean over the whole (mini-)batch, for logging
         batch_mean = lambda values: float(aggregate(values.detach().float(), m, "token_mean", norm))

@@ -158,7 +158,7 @@ class KTOMethod(CachedReference, CursorMethod):
 
     def _groups(self, sequences: list[Sequence], index: list[int]) -> list[list[int]]:
         lengths = [len(s) for s in sequences]
-        return micro_batches(index, lengths, self.config.train.micro_batch_size, by_length=True)
+        return micro_batches(index, lengths, self.setup.step_micro_batch, by_length=True)
 
     def _logps(self, sequences: list[Sequence]) -> torch.Tensor:
         """The policy's summed log-prob of each sequence's completion (with gradient)."""

@@ -112,8 +112,8 @@ class PRMMethod(CursorMethod):
         return out
 
     def _groups(self, solutions: list[Solution], picked: list[int]) -> list[list[int]]:
-        """train.micro_batch_size solutions per forward, like lengths together."""
-        return micro_batches(picked, [len(s.tokens) for s in solutions], self.config.train.micro_batch_size,
+        """train.micro_batch_size solutions per forward (on each rank), like lengths together."""
+        return micro_batches(picked, [len(s.tokens) for s in solutions], self.setup.step_micro_batch,
                              by_length=True)
 
     def _logits(self, solutions: list[Solution], group: list[int]) -> torch.Tensor:

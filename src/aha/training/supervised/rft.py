@@ -155,7 +155,7 @@ class RFTMethod(CursorMethod):
         """One optimizer step on the mean NLL of the picked completions' tokens (as method=sft)."""
         model, train = self.setup.model, self.setup.config.train
         tokens = sum(len(sequences[i].completion) for i in picked)
-        groups = micro_batches(picked, [len(s) for s in sequences], train.micro_batch_size, True)
+        groups = micro_batches(picked, [len(s) for s in sequences], self.setup.step_micro_batch, True)
 
         def loss_of(group):
             logprobs, mask = token_logprobs(model, [sequences[i] for i in group], self.pad_id, self.setup.dtype)

@@ -64,7 +64,7 @@ class SFTMethod(CursorMethod):
         picked = self.sampler.next(config.sft.batch_size)
         seqs = self.sequences
         tokens = sum(len(seqs[i].completion) for i in picked)  # the loss is a mean over the batch's response tokens
-        groups = micro_batches(picked, self.lengths, config.train.micro_batch_size, config.sft.bucket_by_length)
+        groups = micro_batches(picked, self.lengths, self.setup.step_micro_batch, config.sft.bucket_by_length)
 
         def loss_of(group):
             logprobs, mask = token_logprobs(self.setup.model, [seqs[i] for i in group], self.pad_id, self.setup.dtype)

@@ -3,7 +3,8 @@ ranks torchrun starts (`torchrun --nproc_per_node 2 tests/distributed_step.py OU
 rank trains its share of the rows with its summed token loss scaled to the global token mean
 (aha.training.distributed). Rank 0 writes the per-step global losses and the final weights,
 gathered whole, to OUT; tests/test_distributed.py compares them across world sizes.
---load DIR starts from a saved training state, --save DIR saves one after the last step."""
+--load DIR starts from a saved training state, --save DIR saves one after the last step: the
+weights and AdamW's moments gathered whole, as aha's checkpoints hold them (training/shards.py)."""
 
 import argparse
 import json
@@ -18,16 +19,13 @@ from aha.models.tiny import tiny_model
 from aha.training.distributed import (
     clip_gradients,
     close_ranks,
-    full_state_dict,
     global_sum,
     init_ranks,
-    load_training_state,
-    place,
     rank_rows,
     reduce_gradients,
-    save_training_state,
     token_mean_scale,
 )
+from aha.training.shards import Shards, full_optimizer_state, load_optimizer_state
 
 STEPS, ROWS, LENGTH, VOCAB = 3, 6, 12, 100
 
@@ -47,11 +45,15 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
          die: tuple[int, int] | None = None) -> None:
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
-    model = tiny_model(VOCAB, seed=0).float()
-    model = place(model, strategy, ranks)
+    shards = Shards(ranks, strategy)  # as aha train places a model: rank 0 keeps a whole copy beside the shards
+    model = shards.place("model", tiny_model(VOCAB, seed=0).float())
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # aha's optimizer, a tiny-model rate
-    if load is not None:
-        load_training_state(model, optimizer, load, ranks)
+    if load is not None:  # as a resume does: rank 0 reads the file, every rank takes its part
+        saved = torch.load(load / "state.pt", weights_only=False) if ranks.is_main else None
+        if ranks.is_main:
+            shards.whole("model").load_state_dict(saved["model"])
+        shards.push()
+        load_optimizer_state(optimizer, saved["optimizer"] if ranks.is_main else None, ranks)
     ids, mask = batch()
     mine = rank_rows(ROWS, ranks)
     global_tokens = global_sum(float(mask[:, 1:].sum()), ranks) / ranks.world_size  # every rank sees the whole mask
@@ -72,10 +74,13 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
         optimizer.step()
         optimizer.zero_grad()
         losses.append(global_sum(float(summed.detach()), ranks) / global_tokens)
-    if save is not None:
-        save_training_state(model, optimizer, save, ranks)
-    weights = full_state_dict(model, ranks)
+    shards.refresh()  # rank 0's whole copy takes the trained weights
+    moments = full_optimizer_state(optimizer, ranks)  # as a checkpoint saves them: gathered whole on rank 0
     if ranks.is_main:
+        weights = shards.whole("model").state_dict()
+        if save is not None:
+            save.mkdir(parents=True, exist_ok=True)
+            torch.save({"model": weights, "optimizer": moments}, save / "state.pt")
         out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.clone().contiguous() for k, v in weights.items()}, str(out / "weights.safetensors"))
         (out / "losses.json").write_text(json.dumps({"world_size": ranks.world_size, "rows": [mine.start, mine.stop],

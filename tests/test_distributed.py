@@ -76,7 +76,7 @@ def test_two_cpu_ranks_take_the_steps_one_process_takes(tmp_path, strategy):
 
 @pytest.mark.parametrize("saved_by, resumed_by", [(2, 1), (1, 2)])
 def test_a_training_state_saved_by_n_ranks_resumes_on_any_number(tmp_path, saved_by, resumed_by):
-    """One step, saved (weights and AdamW moments, torch's distributed checkpoint format),
+    """One step, saved (weights and AdamW moments gathered whole, as aha's checkpoints hold them),
     then two more on another world size: the same losses and weights as three steps straight."""
     straight = run_step(tmp_path / "straight", 1)
     first = run_step(tmp_path / "first", saved_by, "fsdp2", "--steps", "1", "--save", str(tmp_path / "state"))

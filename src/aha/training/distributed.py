@@ -248,42 +248,6 @@ def token_mean_scale(global_tokens: float, ranks: Ranks) -> float:
     return ranks.world_size / global_tokens
 
 
-def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:
-    """Every parameter and buffer whole, on the CPU (gathered from the shards): what a
-    checkpoint saves and what the sampling engine loads. Collective: every rank must call it;
-    the tensors come back on rank 0 only (an empty dict elsewhere) when sharded."""
-    if not ranks.distributed:
-        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-
-
-def save_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder, ranks: Ranks) -> None:
-    """The model's and the optimizer's state in torch's distributed checkpoint format: each rank
-    writes its own shards, and a checkpoint saved by N ranks loads into any number (the loader
-    reads the slices it needs). Collective: every rank must call it."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    model_state, optimizer_state = get_state_dict(model, optimizer)
-    dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=str(folder))
-    if ranks.distributed:
-        dist.barrier()
-
-
-def load_training_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder, ranks: Ranks) -> None:
-    """What save_training_state wrote, resharded to this world size, put into model and
-    optimizer (an optimizer that has not stepped yet gets its moments from the file)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
-    model_state, optimizer_state = get_state_dict(model, optimizer)
-    state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, checkpoint_id=str(folder))
-    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-
-
 def join_ranks(config) -> Ranks:
     """The learner ranks a run trains on: torchrun's world when this process is one of its ranks
     (the process group joined), else one process. distributed.processes > 1 outside torchrun is

@@ -7,89 +7,23 @@ killed in the middle of a step stops the run naming it, leaves only whole files,
 command resumes to the straight run's result."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
-
-# a reward whose values differ between the tiny model's random completions, so every step trains
-REWARD = '''def vowels(completion, sample):
-    return sum(c in "aeiou" for c in completion) / max(len(completion), 1)
-'''
-RL = """method: rl
-model: tiny
-task: {name: arithmetic, num_eval: 4}
-reward: [{fn: rewards.py:vowels}]
-rollout: {prompts_per_step: 3, group_size: 4, max_new_tokens: 8}
-train: {steps: 3, lr: 1.0e-3, micro_batch_size: 4, checkpoint_every: 1, report: false}
-algorithm: {kl_coef: 0.05}
-eval: {max_new_tokens: 4}
-"""
-DPO_OVERRIDES = ["model=tiny", "train.steps=3", "task.num_eval=4", "eval.max_new_tokens=4", "train.report=false",
-                 "train.lr=1e-3", "dpo.batch_size=5", "train.micro_batch_size=2"]
-DPO = Path(__file__).parent.parent / "configs/dpo_arithmetic.yaml"
-# what two ranks may differ from one process by: the order in which gradients are summed
-TOLERANCE = 1e-5
-
-
-def aha_train(config: Path, out: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                              "MASTER_PORT", "AHA_KILL_AT")}
-    command = [sys.executable, "-m", "aha.cli", "train", str(config), f"output_dir={out}", *overrides]
-    launched = subprocess.Popen(command, env={**clean, "HF_HUB_OFFLINE": "1", **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-    try:
-        stdout, stderr = launched.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        launched.terminate()  # torchrun passes SIGTERM on to its ranks
-        launched.communicate(timeout=30)
-        raise
-    return subprocess.CompletedProcess(command, launched.returncode, stdout, stderr)
-
-
-def trained(config: Path, out: Path, *overrides: str) -> list[dict]:
-    done = aha_train(config, out, *overrides)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-
-
-def assert_same_run(one: list[dict], two: list[dict], keys: list[str]) -> None:
-    """Every step's and evaluation's record: the same keys, numbers within TOLERANCE."""
-    assert [r["step"] for r in one] == [r["step"] for r in two]
-    for a, b in zip(one, two):
-        assert set(a) == set(b)
-        for key in a:
-            if not key.startswith("time/") and isinstance(a[key], (int, float)):
-                assert b[key] == pytest.approx(a[key], abs=TOLERANCE), (a["step"], key)
-    for key in keys:  # the numbers that show the steps trained
-        assert any(r.get(key) for r in one), key
-
-
-def assert_same_checkpoint(one: Path, two: Path) -> None:
-    """The same weights, and the same optimizer moments in the same format (one process's)."""
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.allclose(a[name], b[name], atol=TOLERANCE), name
-    state_a, state_b = (torch.load(p / "trainer.pt", weights_only=False)["optimizers"]["policy"] for p in (one, two))
-    assert state_a["param_groups"] == state_b["param_groups"]
-    assert state_a["state"].keys() == state_b["state"].keys()
-    for index, moments in state_a["state"].items():
-        for key, value in moments.items():
-            assert not hasattr(state_b["state"][index][key], "device_mesh")  # whole tensors, not shards
-            assert torch.allclose(value, state_b["state"][index][key], atol=TOLERANCE), (index, key)
+from distributed_runs import (
+    DPO,
+    DPO_OVERRIDES,
+    aha_train,
+    assert_same_checkpoint,
+    assert_same_run,
+    trained,
+    write_rl_config,
+)
 
 
 @pytest.fixture(scope="module")
 def rl_config(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("rl")
-    (folder / "rewards.py").write_text(REWARD)
-    (folder / "rl.yaml").write_text(RL)
-    return folder / "rl.yaml"
+    return write_rl_config(tmp_path_factory.mktemp("rl"))
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from aha.tasks import TaskError
     from aha.tracking.run_dir import RunWriteError
     from aha.tracking.run_report import RunReportError
+    from aha.training.ray_learners import LearnerRankFailed
 
     retain_freed_memory()
     without_config = {"monitor": commands.monitor, "report": commands.report, "data": commands.data,
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
         commands.with_config(args)
     except (ConfigError, TaskError, RewardError, EnvError, FileNotFoundError, FileExistsError, CacheMismatch,
-            RunReportError, RunWriteError) as err:  # ModelNotFound is one
+            RunReportError, RunWriteError, LearnerRankFailed) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
     return 0

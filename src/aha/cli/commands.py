@@ -16,6 +16,10 @@ def with_config(args) -> None:
     if args.command == "train":
         if config.distributed.processes > 1 and "WORLD_SIZE" not in os.environ:
             sys.exit(launch_ranks(config.distributed.processes, args.argv))
+        if config.ray.learner_workers > 1:
+            from aha.training.ray_learners import train_on_ray
+
+            return train_on_ray(config)
         from aha.training.loop import train
 
         if "WORLD_SIZE" in os.environ:  # a torchrun rank: a failure's message and traceback go to torchrun's report

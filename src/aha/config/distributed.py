@@ -29,10 +29,14 @@ class DistributedConfig(Strict):
 def distributed_problems(config, world_size: int | None = None) -> list[str]:
     """What config asks of N ranks that they do not run yet (N: distributed.processes, or the
     world size torchrun started)."""
-    n = world_size or config.distributed.processes
+    if config.distributed.processes > 1 and config.ray.learner_workers > 1:
+        return ["distributed.processes and ray.learner_workers both start learner ranks (torchrun's processes, "
+                "Ray actors): set one of them"]
+    n = world_size or max(config.distributed.processes, config.ray.learner_workers)
     if n <= 1:
         return []
-    where = f"distributed.processes={n}" if world_size is None else f"{n} learner ranks (torchrun's world size)"
+    where = (f"{n} learner ranks (torchrun's world size)" if world_size is not None
+             else f"distributed.processes={n}" if config.distributed.processes > 1 else f"ray.learner_workers={n}")
     unsupported = {
         # a reset copies the policy into rank 0's reference mid-step, from weights only gathered after it
         "algorithm.ref_reset_every / ref_reset_kl": config.method == "rl" and bool(

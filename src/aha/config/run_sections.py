@@ -97,7 +97,7 @@ class LoraConfig(Strict):
 
 
 class RayConfig(Strict):
-    """Sampling on Ray rollout workers (actors), the learner staying in this process."""
+    """Sampling on Ray rollout workers (actors), and the learner ranks as Ray actors."""
 
     rollout_workers: int = Field(0, ge=0, description="0: sample in this process; N: N Ray actors, each with its own "
                                                       "engine (HF, or vLLM with rollout.engine=vllm) and copy of the "
@@ -112,6 +112,9 @@ class RayConfig(Strict):
     ship_aha: bool = Field(False, description="add aha's own package to the runtime environment's py_modules, for "
                                               "cluster nodes where aha is not installed (its dependencies still need "
                                               "to be there, or in runtime_env.pip)")
+    learner_workers: int = Field(0, ge=0, description="0 or 1: the learner in this process (or torchrun's, "
+                                 "distributed.processes); N: N learner ranks as Ray actors on the cluster, each "
+                                 "with worker_threads CPUs, rank 0 owning the run folder (aha train starts them)")
     reward_workers: bool = Field(False, description="run each reward's `workers: N` pool as N Ray actors (on the "
                                                     "cluster, deadlines and replacement as with local processes) "
                                                     "instead of local processes")

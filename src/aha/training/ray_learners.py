@@ -1,0 +1,76 @@
+"""The learner ranks as Ray actors (`ray.learner_workers: N`): the same ranks torchrun would
+start (training/distributed.py, training/run.py), placed by Ray, so that one config runs rollout
+workers, reward workers and learner ranks on one cluster. The process group is set up here:
+rank 0's actor names its node's address and a free port, every actor joins it (gloo on CPU,
+NCCL on CUDA), and each runs `train` on the config. The driver waits for all of them; the first
+that fails (an exception, or an actor that died) stops the others, and is named with its error."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from aha.config import Config
+from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
+
+# what a rank's actor takes from the driver's environment (the kill tests' fault injection)
+PASSED_ON = ("AHA_KILL_AT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
+
+
+class LearnerRankFailed(RuntimeError):
+    """A learner rank's actor raised or died; the others were stopped."""
+
+
+class LearnerRank:
+    """One learner rank in its own Ray actor process."""
+
+    def address(self) -> tuple[str, int]:
+        """This node's address and a port free on it, for the process group's rendezvous."""
+        with socket.socket() as probe:
+            probe.bind(("", 0))
+            port = probe.getsockname()[1]
+        return ray_module().util.get_node_ip_address(), port
+
+    def train(self, config: Config, env: dict[str, str]) -> None:
+        os.environ.update(env)
+        from aha.training.loop import train
+
+        train(config, echo=print if env["RANK"] == "0" else (lambda *_: None))
+
+
+def rank_env(rank: int, world_size: int, master: str, port: int) -> dict[str, str]:
+    """torchrun's variables for one rank (each actor sees only the devices Ray gave it: local rank 0)."""
+    passed = {key: os.environ[key] for key in PASSED_ON if key in os.environ}
+    return {**passed, "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": master, "MASTER_PORT": str(port)}
+
+
+def train_on_ray(config: Config) -> None:
+    """Run config's training on ray.learner_workers learner ranks, each a Ray actor with
+    ray.worker_threads CPUs. Paths are made absolute first: an actor's working folder is not
+    this one. Raises LearnerRankFailed naming the first rank that failed."""
+    ray = ray_module()
+    n = config.ray.learner_workers
+    config = config.model_copy(update={"base_dir": os.path.abspath(config.base_dir),
+                                       "output_dir": os.path.abspath(config.output_dir)})
+    start_ray(config.ray, num_cpus=max(os.cpu_count() or 1, n * config.ray.worker_threads))
+    actors = []
+    try:
+        remote = ray.remote(num_cpus=config.ray.worker_threads, max_restarts=0)(LearnerRank)
+        actors = [remote.remote() for _ in range(n)]
+        master, port = ray.get(actors[0].address.remote())
+        runs = {actor.train.remote(config, rank_env(rank, n, master, port)): rank for rank, actor in enumerate(actors)}
+        pending = list(runs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            try:
+                ray.get(done[0])
+            except Exception as err:  # an exception in train, or the actor's process gone
+                for actor in actors:  # the others would wait for it in their collectives
+                    kill_actor(actor)
+                raise LearnerRankFailed(f"learner rank {runs[done[0]]} of {n} (a Ray actor) failed: "
+                                        f"{type(err).__name__}: {err}") from None
+    finally:
+        for actor in actors:
+            kill_actor(actor)
+        release_ray()

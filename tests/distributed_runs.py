@@ -34,7 +34,7 @@ TOLERANCE = 1e-5
 
 def aha_train(config: Path, out: Path, *overrides: str, env: dict | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                              "MASTER_PORT", "AHA_KILL_AT")}
+                                                              "MASTER_PORT", "AHA_KILL_AT", "AHA_STALL_AT")}
     command = [sys.executable, "-m", "aha.cli", "train", str(config), f"output_dir={out}", *overrides]
     launched = subprocess.Popen(command, env={**clean, "HF_HUB_OFFLINE": "1", **(env or {})}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)

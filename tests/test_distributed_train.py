@@ -78,6 +78,19 @@ def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_co
     assert_same_checkpoint(out / "checkpoints/step-3", run / "checkpoints/step-3")
 
 
+def test_a_rank_stalled_mid_step_stops_the_run_after_the_timeout(rl_config, tmp_path):
+    """Rank 1 stops answering in step 2's update, alive (AHA_STALL_AT): rank 0 gives up after
+    distributed.timeout_s, saying why, torchrun stops rank 1, and step 1 is kept whole."""
+    run = tmp_path / "run"
+    stalled = aha_train(rl_config, run, "distributed.processes=2", "distributed.timeout_s=10",
+                        env={"AHA_STALL_AT": "update@1:2"})
+    assert stalled.returncode != 0
+    assert "learner rank 0 waited distributed.timeout_s=10 s in a collective for a peer that did not answer" \
+        in stalled.stderr, stalled.stderr[-3000:]
+    assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [0, 1]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
+
+
 def test_the_config_refuses_what_n_ranks_do_not_run_yet(tmp_path):
     from aha.config import ConfigError, load_config
 

@@ -20,7 +20,8 @@ def test_two_ray_learner_ranks_take_the_steps_one_process_takes_and_survive_a_ki
     run = tmp_path / "killed"
     killed = aha_train(config, run, "ray.learner_workers=2", env={"AHA_KILL_AT": "update@1:2"})
     assert killed.returncode == 2
-    assert "aha: error: learner rank 1 of 2 (a Ray actor) failed: ActorDiedError" in killed.stderr, killed.stderr[-3000:]
+    failure = "aha: error: learner rank 1 of 2 (a Ray actor) failed: ActorDiedError"
+    assert failure in killed.stderr, killed.stderr[-3000:]
     assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [0, 1]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
     resumed = trained(config, run, "ray.learner_workers=2", "train.resume=true")

@@ -62,12 +62,18 @@ def train(config: Config, echo=print) -> TrainSummary:
     """Train with config.method; the run folder is config.output_dir. Under torchrun every rank
     calls this: rank 0 owns the run folder, the others train beside it (training/run.py)."""
     ranks = join_ranks(config)
-    if not ranks.is_main:
-        summary = _train(config, None, [], {}, lambda *_: None, ranks)
-        close_ranks(ranks)  # only after a run that ended well: a failed rank's peers are stopped by torchrun
-        return summary
-    summary = _train_main(config, echo, ranks)
-    close_ranks(ranks)
+    try:
+        if ranks.is_main:
+            summary = _train_main(config, echo, ranks)
+        else:
+            summary = _train(config, None, [], {}, lambda *_: None, ranks)
+    except RuntimeError as err:
+        if ranks.distributed and "Timed out" in str(err):  # gloo's and NCCL's words for a collective's timeout
+            waited = config.distributed.timeout_s
+            raise RuntimeError(f"learner rank {ranks.rank} waited distributed.timeout_s={waited:g} s in a collective "
+                               f"for a peer that did not answer (a rank stalled, or its host is gone): {err}") from err
+        raise
+    close_ranks(ranks)  # only after a run that ended well: a failed rank's peers are stopped by torchrun
     return summary
 
 

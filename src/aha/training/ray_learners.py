@@ -14,7 +14,7 @@ from aha.config import Config
 from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
 
 # what a rank's actor takes from the driver's environment (the kill tests' fault injection)
-PASSED_ON = ("AHA_KILL_AT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
+PASSED_ON = ("AHA_KILL_AT", "AHA_STALL_AT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
 
 class LearnerRankFailed(RuntimeError):

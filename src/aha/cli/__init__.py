@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps must be at least 2 (the first is warm-up) and --pairs at least 1")
     # after argparse: --help stays instant; torch and transformers load in ~5 s
     from aha.cli import commands
+    from aha.cli.learners import LearnerRankFailed
     from aha.config import ConfigError
     from aha.envs import EnvError
     from aha.eval.sampling import CacheMismatch
@@ -31,7 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     from aha.tasks import TaskError
     from aha.tracking.run_dir import RunWriteError
     from aha.tracking.run_report import RunReportError
-    from aha.training.ray_learners import LearnerRankFailed
 
     retain_freed_memory()
     without_config = {"monitor": commands.monitor, "report": commands.report, "data": commands.data,

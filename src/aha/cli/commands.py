@@ -14,19 +14,9 @@ def with_config(args) -> None:
     search = [f"eval.search={args.search}"] if getattr(args, "search", None) else []  # aha eval --search X
     config = load_config(args.config, args.overrides + task_override(getattr(args, "task", None)) + search)
     if args.command == "train":
-        if config.distributed.processes > 1 and "WORLD_SIZE" not in os.environ:
-            sys.exit(launch_ranks(config.distributed.processes, args.argv))
-        if config.ray.learner_workers > 1:
-            from aha.training.ray_learners import train_on_ray
+        from aha.cli.learners import train_on_ranks
 
-            return train_on_ray(config)
-        from aha.training.loop import train
-
-        if "WORLD_SIZE" in os.environ:  # a torchrun rank: a failure's message and traceback go to torchrun's report
-            from torch.distributed.elastic.multiprocessing.errors import record
-
-            train = record(train)
-        train(config)
+        train_on_ranks(config, args.argv)
     elif args.command == "audit":
         audit(config, args)
     elif config.eval.search != "none":
@@ -35,22 +25,6 @@ def with_config(args) -> None:
         eval_samples(config, args)
     else:
         eval_greedy(config, args.checkpoint, (args.models or [None])[0], args.output)
-
-
-def launch_ranks(processes: int, argv: list[str]) -> int:
-    """`aha train` with distributed.processes=N: the same command on N learner ranks, started by
-    torchrun on this machine (its rendezvous on a free local port). Returns torchrun's exit
-    status; a rank that fails is named in torchrun's report, with its error."""
-    import subprocess
-
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-               "-m", "aha.cli", *argv]
-    print(f"starting {processes} learner ranks: {' '.join(command[1:])}", flush=True)
-    status = subprocess.call(command)
-    if status:
-        print(f"aha train: the learner ranks stopped (exit status {status}); torchrun's report above names the rank "
-              "that failed first and its error. train.resume=true continues from the last checkpoint", file=sys.stderr)
-    return status
 
 
 def report(args) -> int:

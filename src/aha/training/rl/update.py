@@ -213,7 +213,16 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["policy/clip_frac"] += batch_mean(clipped)
         totals["policy/ratio_mean"] += batch_mean(torch.exp(logp - old))
         totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
-    totals = summed(totals, ranks)
+    totals = _apply_gradients(learner, summed(totals, ranks), max_grad_norm, ranks)
+    totals["tokens/trained"] = int(norm.num_tokens)
+    return totals
+
+
+def _apply_gradients(learner: Learner, totals: dict, max_grad_norm: float, ranks: Ranks) -> dict:
+    """The accumulated gradients of the policy (and critic) reduced over the ranks, clipped
+    and applied unless not finite; totals (the step's losses over all ranks) gain the norms
+    and skip counts."""
+    model = learner.updated
     reduce_gradients(model.parameters(), ranks)
     totals["grad_norm"] = clip_gradients(model.parameters(), max_grad_norm, ranks)
     totals["train/skipped_updates"] = guarded_step(learner.optimizer, "policy", totals["loss/total"],
@@ -226,7 +235,6 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["value/skipped_updates"] = guarded_step(learner.critic_optimizer, "critic", totals["loss/value"],
                                                         totals["value/grad_norm"])
         critic.eval()
-    totals["tokens/trained"] = int(norm.num_tokens)
     return totals
 
 

@@ -1,5 +1,8 @@
-"""The learner ranks as Ray actors (`ray.learner_workers: N`): the same ranks torchrun would
-start (training/distributed.py, training/run.py), placed by Ray, so that one config runs rollout
+"""`aha train` on its learner ranks: in this process, as one of torchrun's ranks, on N ranks
+it starts with torchrun (distributed.processes), or on N Ray actors (ray.learner_workers).
+
+On Ray (`ray.learner_workers: N`) the ranks are the same ranks torchrun would start
+(training/distributed.py, training/run.py), placed by Ray as actors, so that one config runs rollout
 workers, reward workers and learner ranks on one cluster. The process group is set up here:
 rank 0's actor names its node's address and a free port, every actor joins it (gloo on CPU,
 NCCL on CUDA), and each runs `train` on the config. The driver waits for all of them; the first
@@ -9,9 +12,44 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 from aha.config import Config
 from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
+
+
+def train_on_ranks(config: Config, argv: list[str]) -> None:
+    """Train config: here (one process, or a rank of a torchrun already running), else on the
+    learner ranks the config asks for. argv: this command's arguments, run again on each rank."""
+    if config.distributed.processes > 1 and "WORLD_SIZE" not in os.environ:
+        sys.exit(launch_ranks(config.distributed.processes, argv))
+    if config.ray.learner_workers > 1:
+        train_on_ray(config)
+        return
+    from aha.training.loop import train
+
+    if "WORLD_SIZE" in os.environ:  # a torchrun rank: a failure's message and traceback go to torchrun's report
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        train = record(train)
+    train(config)
+
+
+def launch_ranks(processes: int, argv: list[str]) -> int:
+    """`aha train` with distributed.processes=N: the same command on N learner ranks, started by
+    torchrun on this machine (its rendezvous on a free local port). Returns torchrun's exit
+    status; a rank that fails is named in torchrun's report, with its error."""
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+               "-m", "aha.cli", *argv]
+    print(f"starting {processes} learner ranks: {' '.join(command[1:])}", flush=True)
+    status = subprocess.call(command)
+    if status:
+        print(f"aha train: the learner ranks stopped (exit status {status}); torchrun's report above names the rank "
+              "that failed first and its error. train.resume=true continues from the last checkpoint", file=sys.stderr)
+    return status
+
 
 # what a rank's actor takes from the driver's environment (the kill tests' fault injection)
 PASSED_ON = ("AHA_KILL_AT", "AHA_STALL_AT", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")

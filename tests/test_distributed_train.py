@@ -7,6 +7,7 @@ killed in the middle of a step stops the run naming it, leaves only whole files,
 command resumes to the straight run's result."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,18 @@ def test_a_checkpoint_resumes_on_another_number_of_ranks(rl_config, rl_straight,
     assert_same_checkpoint(out / "checkpoints/step-3", tmp_path / "run/checkpoints/step-3")
 
 
+def test_a_config_change_on_resume_reaches_every_rank(rl_config, tmp_path):
+    """One step on two ranks, then the rest at another learning rate (train.allow_config_change):
+    resumed on two ranks as on one process (every rank's optimizer takes the new rate)."""
+    two = tmp_path / "two"
+    trained(rl_config, two, "train.steps=1", "eval.after=false", "distributed.processes=2")
+    shutil.copytree(two, tmp_path / "one")
+    change = ["train.resume=true", "train.allow_config_change=true", "train.lr=3e-3"]
+    one = trained(rl_config, tmp_path / "one", *change)
+    assert_same_run(one, trained(rl_config, two, *change, "distributed.processes=2"), ["loss/total"])
+    assert_same_checkpoint(tmp_path / "one/checkpoints/step-3", two / "checkpoints/step-3")
+
+
 def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_config, rl_straight, tmp_path):
     """Rank 1 is SIGKILLed in step 2's update, while rank 0 waits on it in a collective: the run
     stops naming rank 1 and the signal, metrics and checkpoints hold step 1 whole and nothing
@@ -85,8 +98,8 @@ def test_a_rank_stalled_mid_step_stops_the_run_after_the_timeout(rl_config, tmp_
     stalled = aha_train(rl_config, run, "distributed.processes=2", "distributed.timeout_s=10",
                         env={"AHA_STALL_AT": "update@1:2"})
     assert stalled.returncode != 0
-    assert "learner rank 0 waited distributed.timeout_s=10 s in a collective for a peer that did not answer" \
-        in stalled.stderr, stalled.stderr[-3000:]
+    assert "learner rank 0 waited distributed.timeout_s=10 s in a collective for a peer that did not answer: a " \
+           "rank stalled" in stalled.stderr, stalled.stderr[-3000:]
     assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [0, 1]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]
 

@@ -22,8 +22,10 @@ class DistributedConfig(Strict):
                                               "(fully_shard: 1/N of its weights, gradients and optimizer state per "
                                               "rank), embeddings and head whole on each; ddp: the whole model on "
                                               "each rank, gradients averaged by all-reduce")
-    timeout_s: float = Field(1800.0, gt=0, description="how long a rank waits in a collective for a peer that neither "
-                                                       "answers nor dies before the run stops")
+    timeout_s: float = Field(1800.0, gt=0, description="how long a rank waits in a collective for a peer before the "
+                                                       "run stops: longer than rank 0's longest work alone (sampling "
+                                                       "a step, a held-out evaluation, a checkpoint), while the "
+                                                       "others wait")
 
 
 def distributed_problems(config, world_size: int | None = None) -> list[str]:

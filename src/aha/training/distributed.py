@@ -111,7 +111,9 @@ def place(model: torch.nn.Module, strategy: str = "fsdp2", ranks: Ranks | None =
 
         mesh = init_device_mesh(ranks.device.type, (ranks.world_size,))
         for layer in decoder_layers(model):
-            fully_shard(layer, mesh=mesh)
+            # each layer is its own FSDP root (nothing above it is wrapped), and a root keeps its
+            # weights gathered after its forward unless told otherwise: free them until the backward
+            fully_shard(layer, mesh=mesh, reshard_after_forward=True)
     return model
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aha.config import Config, ConfigError
+from aha.config import Config, ConfigError, RayConfig
 from aha.envs import build_environment
 from aha.eval.scoring import build_scorer
 from aha.models import load
@@ -71,7 +71,9 @@ def train(config: Config, echo=print) -> TrainSummary:
         if ranks.distributed and "Timed out" in str(err):  # gloo's and NCCL's words for a collective's timeout
             waited = config.distributed.timeout_s
             raise RuntimeError(f"learner rank {ranks.rank} waited distributed.timeout_s={waited:g} s in a collective "
-                               f"for a peer that did not answer (a rank stalled, or its host is gone): {err}") from err
+                               "for a peer that did not answer: a rank stalled or its host is gone, or rank 0's own "
+                               "work between two collectives (sampling a step, a held-out evaluation, a checkpoint) "
+                               f"took longer than that, and then raise distributed.timeout_s: {err}") from err
         raise
     close_ranks(ranks)  # only after a run that ended well: a failed rank's peers are stopped by torchrun
     return summary
@@ -150,7 +152,9 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
                               empty_ok=config.referee.verifier is not None or config.likelihood_reward.weight != 0)
     prepared = engine = None
     try:
-        prepared = method_class.prepare(config, task, reward)
+        # rank 0 alone scores: the other ranks' gold rewards and the like start no Ray workers
+        prepared = method_class.prepare(config if ranks.is_main else config.model_copy(update={"ray": RayConfig()}),
+                                        task, reward)
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
         env = build_environment(config.env, reward, config.base_dir)
         model, tokenizer, dtype = _load_policy(config, task)

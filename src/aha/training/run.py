@@ -103,6 +103,7 @@ class Run:
     def resume(self, checkpoints: list[Path], changes: dict) -> None:
         """Load the newest whole checkpoint into the method and cut the run's files back to its step."""
         method, folder, echo = self.method, self.folder, self.echo
+        changes = shared(changes, self.ranks)  # every rank's optimizers take a changed learning rate alike
         checkpoints = whole_checkpoints(checkpoints, echo) if self.main else [None]
         state, extra = load_changed(checkpoints[-1], method.modules, method.optimizers, changes, self.ranks)
         self.setup.shards.push()  # every rank's shards from rank 0's loaded copies
@@ -190,8 +191,8 @@ class Run:
         """A checkpoint of this step (keep_best: the best evaluated one is kept beside the newest)."""
         config, method, folder = self.config, self.method, self.folder
         optimizers = self.optimizer_states()  # rank 0 writes what one process would
-        self.saved = step
         if not self.main:
+            self.saved = step
             return
         best = None
         if config.train.keep_best:  # from metrics.jsonl: what a resumed run decides is what a straight one did
@@ -201,6 +202,7 @@ class Run:
                         {"accuracy_before": self.accuracy_before, **method.state()}, config.train.keep_checkpoints,
                         method.extra_state(), tokenizer=self.setup.tokenizer, files=method.checkpoint_files(),
                         keep_also=best)
+        self.saved = step
 
     def steps(self) -> None:
         """The steps from the resumed one to train.steps: each step's record and samples, its

@@ -93,8 +93,11 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer, ranks: Ranks) -> dict
     state = optimizer.state_dict()
     if not ranks.distributed:
         return state
-    whole = {index: {key: (value.full_tensor() if is_sharded(value) else value) for key, value in entry.items()}
-             for index, entry in state["state"].items()}
+    whole = {}
+    for index, entry in state["state"].items():
+        gathered = {key: (value.full_tensor() if is_sharded(value) else value) for key, value in entry.items()}
+        if ranks.is_main:  # the others take part in each all-gather and let the whole tensors go
+            whole[index] = gathered
     return {"state": whole, "param_groups": state["param_groups"]} if ranks.is_main else None
 
 

@@ -196,7 +196,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
             p = self._group_logps(train, group, reference)
             return pair_losses(p, self.cfg).sum() / len(picked), (group, p.detached())
 
-        groups = pair_micro_batches(train, picked, self.setup.step_micro_batch)
+        groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size,
+                                    self.setup.shards.ranks.world_size)
         with phases("update"):
             update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of,
                                       self.config.train.max_grad_norm, self.setup.shards.ranks)

@@ -111,9 +111,10 @@ class PRMMethod(CursorMethod):
                                 len(ends) - len(kept)))
         return out
 
-    def _groups(self, solutions: list[Solution], picked: list[int]) -> list[list[int]]:
-        """train.micro_batch_size solutions per forward (on each rank), like lengths together."""
-        return micro_batches(picked, [len(s.tokens) for s in solutions], self.setup.step_micro_batch,
+    def _groups(self, solutions: list[Solution], picked: list[int], size: int | None = None) -> list[list[int]]:
+        """size (default: a training step's micro-batch over all ranks, Setup.step_micro_batch)
+        solutions per forward, like lengths together."""
+        return micro_batches(picked, [len(s.tokens) for s in solutions], size or self.setup.step_micro_batch,
                              by_length=True)
 
     def _logits(self, solutions: list[Solution], group: list[int]) -> torch.Tensor:
@@ -159,7 +160,7 @@ class PRMMethod(CursorMethod):
         self.prm.eval()
         probs: list[torch.Tensor] = [torch.zeros(0)] * len(solutions)
         with torch.no_grad():
-            for group in self._groups(solutions, list(range(len(solutions)))):
+            for group in self._groups(solutions, list(range(len(solutions))), self.config.train.micro_batch_size):
                 logits = self._logits(solutions, group)
                 for i, p in zip(group, torch.sigmoid(logits).split([len(solutions[i].ends) for i in group])):
                     probs[i] = p

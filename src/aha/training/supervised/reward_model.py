@@ -99,7 +99,8 @@ class RMMethod(CursorMethod):
             return (self._loss(chosen, rejected, group) * self.weights[group] / norm).sum(), \
                 (group, chosen.detach(), rejected.detach())
 
-        groups = pair_micro_batches(train, picked, self.setup.step_micro_batch)
+        groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size,
+                                    self.setup.shards.ranks.world_size)
         with phases("update"):
             update = accumulated_step(self.rm, self.optimizer, groups, loss_of, self.config.train.max_grad_norm,
                                       self.setup.shards.ranks)

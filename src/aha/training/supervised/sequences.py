@@ -189,8 +189,9 @@ def encode_pairs(setup, rows: list[dict], max_length: int, length_key: str) -> P
     return Pairs(rows, encode("chosen"), encode("rejected"))
 
 
-def pair_micro_batches(pairs: Pairs, picked: list[int], micro_batch_size: int) -> list[list[int]]:
+def pair_micro_batches(pairs: Pairs, picked: list[int], micro_batch_size: int, ranks: int = 1) -> list[list[int]]:
     """Whole pairs per micro-batch of micro_batch_size sequences (a pair's loss needs both of
-    its completions), pairs of like lengths together."""
+    its completions), pairs of like lengths together; over that many learner ranks, each
+    micro-batch holds one such share per rank (rank_passes splits it)."""
     lengths = [max(len(c), len(r)) for c, r in zip(pairs.chosen, pairs.rejected)]
-    return micro_batches(picked, lengths, max(1, micro_batch_size // 2), by_length=True)
+    return micro_batches(picked, lengths, max(1, micro_batch_size // 2) * ranks, by_length=True)

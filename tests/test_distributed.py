@@ -46,6 +46,7 @@ def run_step(out: Path, ranks: int, strategy: str = "fsdp2", *extra: str) -> dic
     return json.loads((out / "losses.json").read_text())
 
 
+@pytest.mark.slow  # aha train's own kill test is in the default suite (tests/test_distributed_train.py)
 def test_a_rank_that_dies_mid_run_stops_every_rank_and_is_named(tmp_path):
     """Rank 1 exits at step 2 while rank 0 is in the step's collectives: rank 0 stops within
     seconds too (gloo sees the peer's connection close, or torchrun stops it first), the run
@@ -74,6 +75,7 @@ def test_two_cpu_ranks_take_the_steps_one_process_takes(tmp_path, strategy):
         assert torch.allclose(sharded[name], tensor, atol=1e-5), name
 
 
+@pytest.mark.slow  # aha train's own cross-resume is in the default suite (tests/test_distributed_train.py)
 @pytest.mark.parametrize("saved_by, resumed_by", [(2, 1), (1, 2)])
 def test_a_training_state_saved_by_n_ranks_resumes_on_any_number(tmp_path, saved_by, resumed_by):
     """One step, saved (weights and AdamW moments gathered whole, as aha's checkpoints hold them),

@@ -42,13 +42,19 @@ def test_rl_on_two_fsdp2_ranks_takes_the_steps_one_process_takes(rl_config, rl_s
     assert [r["step"] for r in two] == [0, 1, 2, 3, 3]
 
 
-def test_dpo_on_two_ranks_fsdp2_and_ddp_takes_the_steps_one_process_takes(tmp_path):
-    one = trained(DPO, tmp_path / "one", *DPO_OVERRIDES)
-    for strategy in ("fsdp2", "ddp"):
-        two = trained(DPO, tmp_path / strategy, *DPO_OVERRIDES, "distributed.processes=2",
-                      f"distributed.strategy={strategy}")
-        assert_same_run(one, two, ["pref/loss", "pref/margin", "grad_norm", "pref_eval/likelier_chosen"])
-        assert_same_checkpoint(tmp_path / "one/checkpoints/step-3", tmp_path / strategy / "checkpoints/step-3")
+@pytest.fixture(scope="module")
+def dpo_one(tmp_path_factory) -> tuple[Path, list[dict]]:
+    out = tmp_path_factory.mktemp("dpo_one") / "run"
+    return out, trained(DPO, out, *DPO_OVERRIDES)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp2", pytest.param("ddp", marks=pytest.mark.slow)])
+def test_dpo_on_two_ranks_takes_the_steps_one_process_takes(dpo_one, tmp_path, strategy):
+    out, one = dpo_one
+    two = trained(DPO, tmp_path / strategy, *DPO_OVERRIDES, "distributed.processes=2",
+                  f"distributed.strategy={strategy}")
+    assert_same_run(one, two, ["pref/loss", "pref/margin", "grad_norm", "pref_eval/likelier_chosen"])
+    assert_same_checkpoint(out / "checkpoints/step-3", tmp_path / strategy / "checkpoints/step-3")
 
 
 @pytest.mark.parametrize("saved_by, resumed_by", [(2, 1), (1, 2)])
@@ -95,10 +101,10 @@ def test_a_rank_stalled_mid_step_stops_the_run_after_the_timeout(rl_config, tmp_
     """Rank 1 stops answering in step 2's update, alive (AHA_STALL_AT): rank 0 gives up after
     distributed.timeout_s, saying why, torchrun stops rank 1, and step 1 is kept whole."""
     run = tmp_path / "run"
-    stalled = aha_train(rl_config, run, "distributed.processes=2", "distributed.timeout_s=10",
+    stalled = aha_train(rl_config, run, "distributed.processes=2", "distributed.timeout_s=5",
                         env={"AHA_STALL_AT": "update@1:2"})
     assert stalled.returncode != 0
-    assert "learner rank 0 waited distributed.timeout_s=10 s in a collective for a peer that did not answer: a " \
+    assert "learner rank 0 waited distributed.timeout_s=5 s in a collective for a peer that did not answer: a " \
            "rank stalled" in stalled.stderr, stalled.stderr[-3000:]
     assert [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [0, 1]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-1"]

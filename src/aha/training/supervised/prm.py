@@ -112,9 +112,8 @@ class PRMMethod(CursorMethod):
         return out
 
     def _groups(self, solutions: list[Solution], picked: list[int], size: int | None = None) -> list[list[int]]:
-        """size (default: a training step's micro-batch over all ranks, Setup.step_micro_batch)
-        solutions per forward, like lengths together."""
-        return micro_batches(picked, [len(s.tokens) for s in solutions], size or self.setup.step_micro_batch,
+        """train.micro_batch_size solutions per forward (size: so many instead), like lengths together."""
+        return micro_batches(picked, [len(s.tokens) for s in solutions], size or self.config.train.micro_batch_size,
                              by_length=True)
 
     def _logits(self, solutions: list[Solution], group: list[int]) -> torch.Tensor:
@@ -130,9 +129,11 @@ class PRMMethod(CursorMethod):
             labels = torch.cat([train[i].labels for i in group])
             return F.binary_cross_entropy_with_logits(logits, labels, reduction="sum") / norm, (group, logits.detach())
 
+        # a training pass's micro-batch holds one per learner rank (rank_passes splits it)
+        groups = self._groups(train, picked, self.setup.step_micro_batch)
         with phases("update"):
-            update = accumulated_step(self.prm, self.optimizer, self._groups(train, picked), loss_of,
-                                      self.config.train.max_grad_norm, self.setup.shards.ranks)
+            update = accumulated_step(self.prm, self.optimizer, groups, loss_of, self.config.train.max_grad_norm,
+                                      self.setup.shards.ranks)
         seen = update.pop("results")
         order = [i for group, _ in seen for i in group]
         logits = torch.cat([group_logits for _, group_logits in seen])
@@ -160,7 +161,7 @@ class PRMMethod(CursorMethod):
         self.prm.eval()
         probs: list[torch.Tensor] = [torch.zeros(0)] * len(solutions)
         with torch.no_grad():
-            for group in self._groups(solutions, list(range(len(solutions))), self.config.train.micro_batch_size):
+            for group in self._groups(solutions, list(range(len(solutions)))):
                 logits = self._logits(solutions, group)
                 for i, p in zip(group, torch.sigmoid(logits).split([len(solutions[i].ends) for i in group])):
                     probs[i] = p

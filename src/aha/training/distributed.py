@@ -5,9 +5,9 @@ process takes.
 torch's own engine does the work: FSDP2 (`torch.distributed.fsdp.fully_shard`, one unit per
 decoder layer, so each rank holds 1/N of the layers' parameters, gradients and optimizer
 state) or DDP's arithmetic (a full copy on each rank, gradients averaged by all-reduce), over
-gloo on CPU and NCCL on CUDA. The
-process group comes from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...); without
-it the run is one process and nothing here changes what it does."""
+gloo on CPU and NCCL on CUDA. The process group comes from torchrun's environment (RANK,
+WORLD_SIZE, MASTER_ADDR, ...); without it the run is one process and nothing here changes
+what it does."""
 
 from __future__ import annotations
 
@@ -123,6 +123,19 @@ def is_sharded(tensor: torch.Tensor) -> bool:
     return isinstance(tensor, DTensor)
 
 
+def whole_tensor(tensor):
+    """A sharded tensor gathered whole (collective: every rank must call it), else the tensor."""
+    return tensor.full_tensor() if is_sharded(tensor) else tensor
+
+
+def slice_like(full: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """This rank's slice of the whole tensor full, sharded as target is (each rank cuts its own:
+    no traffic)."""
+    from torch.distributed.tensor import distribute_tensor
+
+    return distribute_tensor(full.to(target.device), target.device_mesh, target.placements, src_data_rank=None)
+
+
 def reduce_gradients(parameters, ranks: Ranks) -> None:
     """Average the gradients of the whole (unsharded) parameters over the ranks, one all-reduce
     per dtype; FSDP2 has already reduce-scattered the sharded ones in the backward pass."""
@@ -176,6 +189,12 @@ def rank_passes(items: list, ranks: Ranks, unit: int = 1) -> list[tuple[object, 
     return [_rank_part(item, ranks, unit) for item in items]
 
 
+def scaled_backward(loss: torch.Tensor, factor: float) -> None:
+    """loss times a pass's factor (rank_passes), backpropagated; at factor 1 (one process) the
+    loss itself, so that one process's gradients stay bitwise what they were."""
+    (loss if factor == 1.0 else loss * factor).backward()
+
+
 def _rank_part(item, ranks: Ranks, unit: int) -> tuple[object, float]:
     if isinstance(item, slice):
         mine = rank_rows((item.stop - item.start) // unit, ranks)
@@ -225,11 +244,7 @@ def rank_rows(n_rows: int, ranks: Ranks) -> slice:
 
 def global_sum(value: float, ranks: Ranks) -> float:
     """value summed over the ranks (a token count, a loss total); itself on one process."""
-    if not ranks.distributed:
-        return float(value)
-    total = torch.tensor([float(value)], dtype=torch.float64, device=ranks.device)
-    dist.all_reduce(total)
-    return float(total.item())
+    return summed({"value": float(value)}, ranks)["value"]
 
 
 def summed(totals: dict[str, float], ranks: Ranks) -> dict[str, float]:

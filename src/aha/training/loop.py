@@ -143,18 +143,17 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
     seed_everything(config.seed)
     method_class = method_for(config)
     task = build_task(config.task, config.base_dir)
-    ray = config.ray if ranks.is_main else None  # rank 0 alone scores: no reward workers on the others
+    # rank 0 alone scores: the other ranks' rewards (and gold rewards, in prepare) start no Ray workers
+    here = config if ranks.is_main else config.model_copy(update={"ray": RayConfig()})
     # reward: [] is allowed when the policy is its own referee (config.referee): its score is the reward
     if config.task.mixture:  # each task's own reward list, each row scored by its task's
-        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=ray)
+        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=here.ray)
     else:
-        reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=ray,
+        reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=here.ray,
                               empty_ok=config.referee.verifier is not None or config.likelihood_reward.weight != 0)
     prepared = engine = None
     try:
-        # rank 0 alone scores: the other ranks' gold rewards and the like start no Ray workers
-        prepared = method_class.prepare(config if ranks.is_main else config.model_copy(update={"ray": RayConfig()}),
-                                        task, reward)
+        prepared = method_class.prepare(here, task, reward)
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
         env = build_environment(config.env, reward, config.base_dir)
         model, tokenizer, dtype = _load_policy(config, task)

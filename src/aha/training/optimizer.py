@@ -10,7 +10,15 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 
 from aha.config import TrainConfig
-from aha.training.distributed import Ranks, clip_gradients, global_sum, interleaved, rank_passes, reduce_gradients
+from aha.training.distributed import (
+    Ranks,
+    clip_gradients,
+    global_sum,
+    interleaved,
+    rank_passes,
+    reduce_gradients,
+    scaled_backward,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,7 @@ def accumulated_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, g
         out = loss_of(group)
         with_results = isinstance(out, tuple)
         loss, result = out if with_results else (out, None)
-        (loss if factor == 1.0 else loss * factor).backward()
+        scaled_backward(loss, factor)
         if factor:  # a repeated pass (factor 0) only meets the other ranks' collectives
             total += float(loss.detach())
         results.append(result if factor else None)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from aha.training.distributed import Ranks, is_sharded, place
+from aha.training.distributed import Ranks, is_sharded, place, slice_like, whole_tensor
 
 
 @dataclass
@@ -67,11 +67,7 @@ class Shards:
 def local_copy(target: torch.Tensor, full: torch.Tensor) -> None:
     """target (a whole tensor, or this rank's shard of one) takes its part of the whole tensor full."""
     if is_sharded(target):
-        from torch.distributed.tensor import distribute_tensor
-
-        full = distribute_tensor(full.to(target.device, target.dtype), target.device_mesh, target.placements,
-                                 src_data_rank=None).to_local()  # each rank cuts its own slice: no traffic
-        target.to_local().copy_(full)
+        target.to_local().copy_(slice_like(full.to(target.dtype), target).to_local())
     else:
         target.copy_(full.to(target.device, target.dtype))
 
@@ -81,7 +77,7 @@ def gather_state(module: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tenso
     take part and get an empty dict)."""
     full = {}
     for key, value in module.state_dict().items():
-        value = value.full_tensor() if is_sharded(value) else value
+        value = whole_tensor(value)
         if ranks.is_main:
             full[key] = value.detach().cpu()
     return full
@@ -95,7 +91,7 @@ def full_optimizer_state(optimizer: torch.optim.Optimizer, ranks: Ranks) -> dict
         return state
     whole = {}
     for index, entry in state["state"].items():
-        gathered = {key: (value.full_tensor() if is_sharded(value) else value) for key, value in entry.items()}
+        gathered = {key: whole_tensor(value) for key, value in entry.items()}
         if ranks.is_main:  # the others take part in each all-gather and let the whole tensors go
             whole[index] = gathered
     return {"state": whole, "param_groups": state["param_groups"]} if ranks.is_main else None
@@ -121,10 +117,7 @@ def _like(parameter: torch.Tensor, value):
     sharded); scalars such as AdamW's step count as they are."""
     if not torch.is_tensor(value) or value.shape != parameter.shape or not is_sharded(parameter):
         return value
-    from torch.distributed.tensor import distribute_tensor
-
-    return distribute_tensor(value.to(parameter.device), parameter.device_mesh, parameter.placements,
-                             src_data_rank=None)
+    return slice_like(value, parameter)
 
 
 def broadcast_state(state, ranks: Ranks):

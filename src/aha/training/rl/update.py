@@ -21,7 +21,7 @@ from aha.algorithms import (
 )
 from aha.config import AlgorithmConfig
 from aha.models.compute import autocast
-from aha.training.distributed import Ranks, clip_gradients, rank_passes, reduce_gradients, summed
+from aha.training.distributed import Ranks, clip_gradients, rank_passes, reduce_gradients, scaled_backward, summed
 from aha.training.logprobs import rollout_hidden, token_stats
 from aha.training.optimizer import guarded_step
 from aha.training.rl.batch import Batch, group_rows
@@ -153,7 +153,7 @@ def _critic_backward(learner: Learner, batch: Batch, algo: AlgorithmConfig, shap
     v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width],
                                           algo.value_clip)
     v_loss = aggregate(v_tok, mask, "token_mean", norm)
-    (v_loss if factor == 1.0 else v_loss * factor).backward()
+    scaled_backward(v_loss, factor)
     if not factor:
         return
     totals["loss/value"] += float(v_loss.detach())
@@ -199,7 +199,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
             kl_tok = kl_estimate(logp, batch.ref_logprobs[sl, :width], algo.kl_estimator)
             kl = aggregate(kl_tok, m, algo.loss_agg, norm)
             total = total + algo.kl_coef * kl
-        (total if factor == 1.0 else total * factor).backward()
+        scaled_backward(total, factor)
         if learner.critic is not None:
             _critic_backward(learner, batch, algo, shape, sl, width, m, norm, totals, factor)
         if not factor:  # a repeated pass only meets the other ranks' collectives: no result

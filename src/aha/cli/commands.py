@@ -221,7 +221,7 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
     from aha.eval.study import load_for_eval
     from aha.models import load
     from aha.models.checkpoints import load_weights
-    from aha.models.compute import resolve_dtype
+    from aha.models.compute import placement
     from aha.rollout import build_engine
     from aha.tasks import build_task
 
@@ -240,8 +240,8 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
         loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
         if checkpoint:
             load_weights(loaded.model, Path(checkpoint))
-        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype),
-                              seed=config.seed)
+        device, dtype = placement(config.device, config.train.dtype)
+        engine = build_engine(config.rollout, loaded.model.to(device), loaded.tokenizer, dtype, seed=config.seed)
         try:
             result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, env=env)
         finally:

@@ -52,6 +52,8 @@ class Config(Strict):
     model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
     output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, "
                                                         "log.txt, checkpoints/, report.html")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the models run: cuda (one GPU a "
+            "process; NCCL between learner ranks), cpu (gloo), or auto: CUDA where torch sees a GPU, else the CPU")
     seed: int = Field(0, description="seeds the model's sampling, the prompt order and every other random choice of "
                                      "the run")
     task: TaskSection = TaskSection(name="arithmetic")

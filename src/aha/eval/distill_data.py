@@ -63,7 +63,7 @@ def write_teacher_data(config: Config, model: str, out: str | Path, per_prompt: 
     first `limit`), at rollout.temperature / top_p / max_new_tokens, score them with eval.scorer,
     and write OUT/teacher_sft.jsonl."""
     from aha.eval.study import load_for_eval
-    from aha.models.compute import resolve_dtype
+    from aha.models.compute import placement
     from aha.rollout import build_engine
     from aha.tasks import build_task
 
@@ -81,7 +81,8 @@ def write_teacher_data(config: Config, model: str, out: str | Path, per_prompt: 
     try:
         cache = SampleCache(out / "teacher_samples", meta)
         loaded = load_for_eval(model, config)
-        engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), seed=seed)
+        device, dtype = placement(config.device, config.train.dtype)
+        engine = build_engine(ro, loaded.model.to(device), loaded.tokenizer, dtype, seed=seed)
         try:
             by_problem = draw_samples(engine, task, problems, scorer, per_prompt, cache, seed, desc=f"sample {model}")
         finally:

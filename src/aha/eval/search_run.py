@@ -98,7 +98,7 @@ def run_search(config: Config, loaded, seed: int | None = None) -> dict:
     import torch
 
     from aha.eval.scoring import build_scorer, held_out_name
-    from aha.models.compute import resolve_dtype
+    from aha.models.compute import placement
     from aha.rollout import build_engine
     from aha.tasks import build_task
 
@@ -110,8 +110,9 @@ def run_search(config: Config, loaded, seed: int | None = None) -> dict:
     try:
         judge, judges_partial = build_judge(config)
         settings = settings_of(config, judges_partial)
-        engine = build_engine(config.rollout, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype),
-                              settings.budget, seed=seed)
+        device, dtype = placement(config.device, config.train.dtype)
+        engine = build_engine(config.rollout, loaded.model.to(device), loaded.tokenizer, dtype, settings.budget,
+                              seed=seed)
         try:
             torch.manual_seed(seed)
             found = search(engine, task, problems, judge, settings, desc=f"{config.eval.search} search")

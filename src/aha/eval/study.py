@@ -103,7 +103,7 @@ def _sample(config: Config, label: str, n: int, out: Path, task, problems, score
             temperatures: list[float | None]) -> dict[float | None, dict[str, list[dict]]]:
     """n samples of every problem at each temperature (None: rollout.temperature), each from
     its own cache; the model is loaded only to draw what a cache lacks, once for them all."""
-    from aha.models.compute import resolve_dtype
+    from aha.models.compute import placement
     from aha.rollout import build_engine
 
     ro = config.rollout
@@ -123,7 +123,8 @@ def _sample(config: Config, label: str, n: int, out: Path, task, problems, score
     drawn = {t: {p["id"]: have[t][p["id"]][:n] for p in problems} for t in temperatures if t not in short}
     if short:  # load the model only to draw what is missing
         loaded = load_for_eval(label, config)
-        engine = build_engine(ro, loaded.model, loaded.tokenizer, resolve_dtype(config.train.dtype), max_new,
+        device, dtype = placement(config.device, config.train.dtype)
+        engine = build_engine(ro, loaded.model.to(device), loaded.tokenizer, dtype, max_new,
                               self_certainty=True, seed=config.seed)
         try:
             for t in short:

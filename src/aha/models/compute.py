@@ -69,17 +69,57 @@ def release_freed_memory() -> None:
         libc.malloc_trim(0)
 
 
-def resolve_dtype(name: str) -> torch.dtype:
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """Where the models run: the CPU, or CUDA (this process's local GPU: local_rank modulo the
+    GPUs it sees, so one per rank whether the launcher shows each rank every GPU or only its
+    own). auto: CUDA where torch sees a GPU, else the CPU. Data stays on the CPU: each forward
+    moves its inputs to the model's device and brings its per-token results back."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda, but torch sees no CUDA device (a CPU build of torch, or no GPU): "
+                         "set device: cpu or auto")
+    if name == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+def resolve_dtype(name: str, device: torch.device = torch.device("cpu")) -> torch.dtype:
+    """auto: bf16 autocast where the device computes bf16 natively (a CPU with AMX or
+    AVX512-BF16, a GPU from Ampere on), else fp32."""
     if name == "auto":
-        return torch.bfloat16 if native_bf16() else torch.float32
+        native = torch.cuda.is_bf16_supported() if device.type == "cuda" else native_bf16()
+        return torch.bfloat16 if native else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
-def autocast(dtype: torch.dtype):
-    """Mixed precision for matmuls; weights stay fp32 (the optimizer's master copy)."""
+def placement(device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
+    """config.device and train.dtype resolved together: the device, and the compute dtype on it."""
+    placed = resolve_device(device)
+    return placed, resolve_dtype(dtype, placed)
+
+
+def autocast(dtype: torch.dtype, device: torch.device | str = "cpu"):
+    """Mixed precision for matmuls on device (the model's: `model.device`); weights stay fp32
+    (the optimizer's master copy)."""
     if dtype == torch.float32:
         return contextlib.nullcontext()
-    return torch.autocast("cpu", dtype=dtype)
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+def full_precision(device: torch.device | str):
+    """Autocast off on device, inside an autocast block too (fp32 where rounding matters)."""
+    return torch.autocast(torch.device(device).type, enabled=False)
+
+
+def on_device(device: torch.device, *tensors: torch.Tensor | None):
+    """tensors on device (None stays None): one tensor back for one, else a tuple. On the
+    device they are already on, `.to` returns the same tensor, so a CPU run copies nothing."""
+    moved = tuple(None if t is None else t.to(device) for t in tensors)
+    return moved[0] if len(moved) == 1 else moved
 
 
 # Up to this many attention scores in a layer (rows x heads x queries x keys), aha runs its own
@@ -209,12 +249,13 @@ class FP32Head:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         self.weight = weight.detach().float()
         self.bias = None if bias is None else bias.detach().float()
-        self.packed = onednn_packed(self.weight)  # None: the sliced product
+        # None: the sliced product (a GPU's matmul needs neither)
+        self.packed = onednn_packed(self.weight) if self.weight.device.type == "cpu" else None
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled() and hidden.requires_grad:
             raise RuntimeError("FP32Head does not differentiate; compute the head's gradient by hand")
-        with torch.autocast("cpu", enabled=False):
+        with full_precision(hidden.device):
             flat = hidden.reshape(-1, hidden.shape[-1]).float()
             if self.packed is not None:
                 logits = packed_linear(flat, self.packed, self.bias)

@@ -20,7 +20,7 @@ from itertools import accumulate
 import torch
 from torch import nn
 
-from aha.models.compute import autocast
+from aha.models.compute import autocast, on_device
 from aha.models.reward_model import right_pad
 
 AGGREGATES = ("min", "sum", "mean")
@@ -53,10 +53,10 @@ def step_hidden(lm, sequences: list[list[int]], ends: list[list[int]], pad_id: i
     """(sum of len(ends), H) final hidden states (after the body's last norm) at each row's
     step-closing positions, rows in order. Rows are right-padded: a position sees only its
     own row's earlier tokens."""
-    ids, mask = right_pad(sequences, pad_id)
+    ids, mask = on_device(lm.device, *right_pad(sequences, pad_id))
     hidden = lm.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
-    rows = torch.tensor([i for i, row in enumerate(ends) for _ in row], dtype=torch.long)
-    cols = torch.tensor([e for row in ends for e in row], dtype=torch.long)
+    rows = torch.tensor([i for i, row in enumerate(ends) for _ in row], dtype=torch.long, device=hidden.device)
+    cols = torch.tensor([e for row in ends for e in row], dtype=torch.long, device=hidden.device)
     return hidden[rows, cols]
 
 
@@ -67,16 +67,16 @@ class ProcessRewardModel(nn.Module):
     def __init__(self, lm, head: nn.Linear, pad_id: int):
         super().__init__()
         self.lm = lm
-        self.head = head
+        self.head = head.to(lm.device)
         self.pad_id = pad_id
 
     def forward(self, sequences: list[list[int]], ends: list[list[int]],
                 dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(sum of len(ends),) fp32 step scores (logits of "this step is right"), row by row,
-        step by step. Differentiable unless called under no_grad."""
-        with autocast(dtype):
+        step by step, on the CPU. Differentiable unless called under no_grad."""
+        with autocast(dtype, self.lm.device):
             hidden = step_hidden(self.lm, sequences, ends, self.pad_id).float()
-        return self.head(hidden)[:, 0]  # the head in fp32: the scores at full precision
+        return self.head(hidden)[:, 0].cpu()  # the head in fp32: the scores at full precision
 
 
 def aggregate(probs: list[float], how: str) -> float:

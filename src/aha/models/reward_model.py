@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from aha.models.compute import autocast
+from aha.models.compute import autocast, on_device
 
 SCORES = ("mean", "min", "mean_minus_std")
 
@@ -39,9 +39,10 @@ def last_token_hidden(lm, input_ids: torch.Tensor, attention_mask: torch.Tensor)
     """(N, H) final hidden state (after the body's last norm) at each row's last real token.
     Rows are right-padded, so the last real token has seen the whole prompt and completion;
     where it is comes from the mask, not the token ids (pad may equal EOS)."""
+    input_ids, attention_mask = on_device(lm.device, input_ids, attention_mask)
     hidden = lm.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     last = attention_mask.sum(dim=1) - 1
-    return hidden[torch.arange(hidden.shape[0]), last]
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 def ensemble_score(rewards: torch.Tensor, how: str = "mean", k: float = 1.0) -> torch.Tensor:
@@ -74,7 +75,7 @@ class RewardModel(nn.Module):
     def __init__(self, lm, head: nn.Linear, pad_id: int):
         super().__init__()
         self.lm = lm
-        self.head = head
+        self.head = head.to(lm.device)
         self.pad_id = pad_id
 
     @property
@@ -85,9 +86,10 @@ class RewardModel(nn.Module):
                 with_hidden: bool = False):
         """(N, heads) fp32 rewards of token sequences (prompt + completion), and with
         with_hidden the (N, H) last-token hidden states too. Differentiable unless called
-        under no_grad."""
+        under no_grad. On the CPU, whichever device the model runs on."""
         ids, mask = right_pad(sequences, self.pad_id)
-        with autocast(dtype):
+        with autocast(dtype, self.lm.device):
             hidden = last_token_hidden(self.lm, ids, mask).float()
         rewards = self.head(hidden)  # in fp32: the body's dtype policy, the scores at full precision
-        return (rewards, hidden) if with_hidden else rewards
+        cpu = torch.device("cpu")
+        return on_device(cpu, rewards, hidden) if with_hidden else on_device(cpu, rewards)

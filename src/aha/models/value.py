@@ -21,10 +21,11 @@ class ValueModel(nn.Module):
         # every weight of its own copy, and peft's layers would only slow it down
         self.backbone = merge_lora(copy.deepcopy(policy.base_model)).requires_grad_(True)
         self.config = policy.config
-        self.head = nn.Linear(policy.config.hidden_size, 1)
+        self.head = nn.Linear(policy.config.hidden_size, 1, device=policy.device)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
     def values(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """(N, T) value of the state before each completion token, 0 on padding."""
-        return self.head(hidden).squeeze(-1).float() * mask
+        """(N, T) value of the state before each completion token, 0 on padding; on the device of
+        mask (the rollouts' CPU), hidden on the critic's."""
+        return (self.head(hidden).squeeze(-1).float() * mask.to(hidden.device)).to(mask.device)

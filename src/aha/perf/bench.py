@@ -42,18 +42,22 @@ class RunTimes:
         return statistics.median(self.step_s[i] for i in self.counted())
 
 
-def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of an n x n matmul in this process's threads: the best of `repeats`."""
+def matmul_peak(dtype_name: str, n: int = 2048, repeats: int = 10, device: str = "cpu") -> float:
+    """GFLOP/s of an n x n matmul on device (the CPU: in this process's threads): the best of
+    `repeats` (a GPU's timed to the end of its kernel)."""
     import torch
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype_name]
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a, b = torch.randn(n, n).to(device, dtype), torch.randn(n, n).to(device, dtype)
+    done = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
     for _ in range(2):
         a @ b
     best = float("inf")
     for _ in range(repeats):
+        done()
         t0 = time.perf_counter()
         a @ b
+        done()
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best / 1e9
 
@@ -125,7 +129,7 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
 
     from aha.config import load_config
     from aha.models import load
-    from aha.models.compute import native_bf16, resolve_dtype
+    from aha.models.compute import placement, resolve_dtype
     from aha.tasks import build_task, encode_prompts
 
     config = load_config(config_path, overrides + FORCED)
@@ -135,10 +139,10 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
         if unmatched(config):
             raise ValueError("aha bench: TRL's side would not reproduce " + "; ".join(unmatched(config))
                              + ". Set them as the bench matches, or time aha alone with --no-trl")
-    dtype = resolve_dtype(config.train.dtype)
-    peaks = {"float32": matmul_peak("float32")}
-    if native_bf16():
-        peaks["bfloat16"] = matmul_peak("bfloat16")
+    device, dtype = placement(config.device, config.train.dtype)
+    native_bf16 = resolve_dtype("auto", device) == torch.bfloat16
+    peaks = {name: matmul_peak(name, device=str(device)) for name in ("float32", "bfloat16")
+             if name == "float32" or native_bf16}
     peak = peaks["bfloat16" if dtype == torch.bfloat16 else "float32"]
     loaded = load(config.model, seed=config.seed)
     params = sum(p.numel() for p in loaded.model.parameters())
@@ -148,7 +152,7 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
     ro = config.rollout
     samples = ro.prompts_per_step * ro.group_size
     echo(f"bench: {config.model}, {ro.prompts_per_step} prompts x {ro.group_size} completions, <= {ro.max_new_tokens} "
-         f"new tokens, {dtype}, rollout.engine={ro.engine}, {torch.get_num_threads()} threads; matmul peak "
+         f"new tokens, {dtype} on {device}, rollout.engine={ro.engine}, {torch.get_num_threads()} threads; matmul peak "
          + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
     runs: list[tuple[RunTimes, RunTimes | None]] = []
     with tempfile.TemporaryDirectory(prefix="aha-bench-") as tmp:
@@ -163,6 +167,7 @@ def bench(config_path: str, overrides: list[str], steps: int = 6, pairs: int = 3
                      f"(aha {trl.median_step() / aha.median_step():.2f}x faster)")
             runs.append((aha, trl))
     out = {"config": config_path, "overrides": overrides, "steps": steps, "pairs": pairs, "dtype": str(dtype),
+           "device": str(device),
            "engine": config.rollout.engine,
            "threads": torch.get_num_threads(), "matmul_peak_gflops": peaks, "params": params,
            "prompt_tokens_mean": prompt_tokens, "samples_per_step": samples,

@@ -22,10 +22,11 @@ from typing import Any, Callable
 from aha.config.paths import resolve_path
 from aha.rewards.functions import RewardError, batched
 from aha.rewards.process_reward import DESCRIPTION as PRM_DESCRIPTION  # a method: prm run's checkpoints hold it
-from aha.rewards.process_reward import compute_dtype, model_reward_args
+from aha.rewards.process_reward import compute_placement, model_reward_args
 
 DESCRIPTION = "reward_model.json"  # written into every checkpoint of a method: rm run
-ARGS = {"batch_size": 16, "dtype": "auto", "score": None, "k": None}  # None: as trained (reward_model.json)
+# score, k None: as trained (reward_model.json)
+ARGS = {"batch_size": 16, "dtype": "auto", "device": "auto", "score": None, "k": None}
 
 
 def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward.model") -> Path:
@@ -88,8 +89,9 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     how, k = args["score"] or about["score"], args["k"] if args["k"] is not None else about["k"]
     if how not in SCORES:
         raise RewardError(f"{key}.args.score must be one of {', '.join(SCORES)}, got {how!r}")
-    dtype = compute_dtype(args, key)
+    device, dtype = compute_placement(args, key)
     loaded = load(str(folder))
+    loaded.model.to(device)  # the head follows the body (RewardModel)
     head = nn.Linear(loaded.model.config.hidden_size, about["heads"])
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer

@@ -31,7 +31,7 @@ from aha.rewards.functions import RewardError, StepScores, batched
 from aha.rewards.rubrics import split_steps
 
 DESCRIPTION = "process_reward_model.json"  # training/supervised/prm.py writes it into every checkpoint
-ARGS = {"batch_size": 16, "dtype": "auto", "aggregate": "min", "transform": "none", "threshold": 0.5,
+ARGS = {"batch_size": 16, "dtype": "auto", "device": "auto", "aggregate": "min", "transform": "none", "threshold": 0.5,
         "temperature": 0.1}
 
 
@@ -86,12 +86,18 @@ def transform_steps(scores: StepScores, transform: str, threshold: float = 0.5, 
     return StepScores(scores.ends, tuple(values.tolist()))
 
 
-def compute_dtype(args: dict, key: str):
-    """args.dtype (auto, float32 or bfloat16) as a torch dtype."""
-    from aha.models.compute import resolve_dtype
+def compute_placement(args: dict, key: str):
+    """args.device (auto: a GPU where torch sees one, else the CPU; cpu; cuda) and args.dtype
+    (auto, float32 or bfloat16) as the torch device a reward model scores on and its compute
+    dtype there."""
+    from aha.models.compute import resolve_device, resolve_dtype
 
     try:
-        return resolve_dtype(args["dtype"])
+        device = resolve_device(args["device"])
+    except ValueError as err:
+        raise RewardError(f"{key}.args.{err}") from None
+    try:
+        return device, resolve_dtype(args["dtype"], device)
     except KeyError:
         raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
 
@@ -108,9 +114,10 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     from aha.prompts import PlainText, PromptStyle, encode_prompts
 
     args = _args(args, key, dtype)
-    dtype = compute_dtype(args, key)
+    device, dtype = compute_placement(args, key)
     about = json.loads((Path(folder) / DESCRIPTION).read_text())
     loaded = load(str(folder))
+    loaded.model.to(device)  # the head follows the body (ProcessRewardModel)
     head = nn.Linear(loaded.model.config.hidden_size, 1)
     load_weights(head, folder, "reward_head")
     tokenizer = loaded.tokenizer

@@ -6,7 +6,15 @@ import math
 
 import torch
 
-from aha.models.compute import FP32Head, attention_for, attention_scores, autocast, plain_head, positions_from_mask
+from aha.models.compute import (
+    FP32Head,
+    attention_for,
+    attention_scores,
+    autocast,
+    on_device,
+    plain_head,
+    positions_from_mask,
+)
 from aha.rollout.kv_cache import decoding_cache
 from aha.rollout.llama_decoding import LlamaDecoding
 from aha.rollout.rollouts import PartialRound, Rollouts, concat_rollouts, left_pad
@@ -113,25 +121,27 @@ class HFEngine(EngineSettings):
         LM head in fp32 as the learner's does, so the sampling log-probs are the learner's up
         to the backbone's rounding. With a tally (partial rollouts) the loop also stops once
         enough groups are complete. Returns (N, T) tokens (pad after a row's end), log-probs,
-        self-certainty and each row's length, T <= the largest budget."""
-        backbone, config = self.model.base_model, self.model.config
+        self-certainty and each row's length, T <= the largest budget, on the CPU (the loop runs
+        on the model's device)."""
+        backbone, config, device = self.model.base_model, self.model.config, self.model.device
+        distinct_ids, distinct_mask, copies, budgets = on_device(device, distinct_ids, distinct_mask, copies, budgets)
         plain = plain_head(self.model)
         head = None if plain is None else FP32Head(plain.weight, plain.bias)
         N = int(copies.sum())
         max_new_tokens = int(budgets.max())
-        lengths = torch.zeros(N, dtype=torch.long)
-        tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long)
-        logprobs = torch.zeros(N, max_new_tokens)
-        certainty = torch.zeros(N, max_new_tokens)
-        stop = torch.tensor(self.eos_ids)
+        lengths = torch.zeros(N, dtype=torch.long, device=device)
+        tokens = torch.full((N, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
+        logprobs = torch.zeros(N, max_new_tokens, device=device)
+        certainty = torch.zeros(N, max_new_tokens, device=device)
+        stop = torch.tensor(self.eos_ids, device=device)
         cache = decoding_cache(config, max_new_tokens)
         # one autocast block for the whole loop: autocast keeps its bf16 copies of the weights
         # until the block ends, so they are cast once, not at every step
-        with autocast(self.dtype):
+        with autocast(self.dtype, device):
             hidden, mask, next_position = _prefill(backbone, distinct_ids, distinct_mask, copies, cache)
             # Llama models decode on a lean step of their own (rollout/llama_decoding.py)
             decoding = LlamaDecoding(self.model, self.dtype, cache) if LlamaDecoding.fits(self.model, cache) else None
-            rows = torch.arange(N)  # the rows still going, in cache order
+            rows = torch.arange(N, device=device)  # the rows still going, in cache order
             steps = 0
             for t in range(max_new_tokens):
                 logits = head(hidden) if head is not None \
@@ -144,7 +154,7 @@ class HFEngine(EngineSettings):
                 going = ~torch.isin(picked, stop) & (budgets[rows] > steps)
                 lengths[rows] = steps
                 if tally is not None:
-                    tally.finished(groups[rows[~going]])
+                    tally.finished(groups[rows[~going].cpu()])
                     if tally.enough_done():  # the rows still going are carried as they are
                         break
                 if not going.any():
@@ -156,7 +166,7 @@ class HFEngine(EngineSettings):
                 mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
                 hidden = _next_hidden(backbone, decoding, cache, picked, next_position, mask)
                 next_position = next_position + 1
-        return tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps], lengths
+        return on_device(torch.device("cpu"), tokens[:, :steps], logprobs[:, :steps], certainty[:, :steps], lengths)
 
 
 def _prefill(backbone, distinct_ids: torch.Tensor, distinct_mask: torch.Tensor, copies: torch.Tensor, cache
@@ -241,7 +251,8 @@ def _sample(weights: torch.Tensor, top_p: float) -> torch.Tensor:
         cdf = weights.cumsum(dim=1)
         weights.masked_fill_(cdf - weights >= top_p * cdf[:, -1:], 0.0)
     cdf = weights.cumsum(dim=1)
-    u = torch.rand(len(weights), 1) * cdf[:, -1:]
+    # drawn by the CPU's generator on every device: the checkpoint's RNG state resumes it exactly
+    u = torch.rand(len(weights), 1).to(weights.device) * cdf[:, -1:]
     # right=True: a draw equal to a boundary goes to the next token, so zero-probability
     # tokens (flat stretches of the cdf) are never picked
     at = torch.searchsorted(cdf, u, right=True).clamp_(max=weights.shape[1] - 1)

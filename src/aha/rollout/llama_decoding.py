@@ -99,7 +99,7 @@ class LlamaDecoding:
         """Exactly Llama's classes, plain Linear (or plain LoRA) projections, and (where a cache is given)
         aha's whole-sequence cache."""
         backbone = getattr(model, "base_model", None)
-        if type(backbone) is not LlamaModel:
+        if type(backbone) is not LlamaModel or backbone.device.type != "cpu":  # oneDNN's packed weights: CPU only
             return False
         if cache is not None and (len(cache.layers) != len(backbone.layers)
                                   or any(type(layer) is not RoomyLayer for layer in cache.layers)):

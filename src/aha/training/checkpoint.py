@@ -31,13 +31,20 @@ log = logging.getLogger(__name__)
 
 
 def rng_state() -> dict:
-    return {"torch": torch.random.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """Every generator a run draws from: the CPU's (sampling draws there on every device), Python's,
+    NumPy's, and this process's GPU's once CUDA is in use (LoRA dropout runs there)."""
+    state = {"torch": torch.random.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    if torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
 
 
 def set_rng_state(state: dict) -> None:
     torch.random.set_rng_state(state["torch"])
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
+    if "cuda" in state and torch.cuda.is_available():  # a GPU run resumed on the CPU leaves it be
+        torch.cuda.set_rng_state(state["cuda"])
 
 
 def save_checkpoint(root: Path, step: int, modules: dict, optimizers: dict, trainer_state: dict, keep: int,
@@ -196,7 +203,9 @@ def load_checkpoint(folder: Path | None, modules: dict, optimizers: dict, ranks:
     if ranks.is_main:
         for name, module in modules.items():
             load_weights(module, folder, name, verify=False)  # the loop verified the folder before choosing it
-        blob = torch.load(folder / "trainer.pt", weights_only=False, pickle_module=MOVED_CLASSES_PICKLE)
+        # onto the CPU, whatever device saved it: the optimizers move their moments to their parameters'
+        blob = torch.load(folder / "trainer.pt", map_location="cpu", weights_only=False,
+                          pickle_module=MOVED_CLASSES_PICKLE)
         state = json.loads((folder / "state.json").read_text())
     for name, optimizer in optimizers.items():
         load_optimizer_state(optimizer, blob["optimizers"][name] if ranks.is_main else None, ranks)

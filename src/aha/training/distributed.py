@@ -18,6 +18,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from aha.models.compute import resolve_device
+
 STRATEGIES = ("fsdp2", "ddp")
 
 
@@ -53,12 +55,8 @@ def init_ranks(device: str = "auto", timeout_s: float | None = None) -> Ranks:
     answers nor dies (torch's default, 30 minutes on gloo, when None)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device: cuda, but torch sees no CUDA device (a CPU build of torch, or no GPU)")
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    placed = torch.device("cuda", local_rank % torch.cuda.device_count()) if use_cuda else torch.device("cpu")
+    placed = resolve_device(device, local_rank)
+    use_cuda = placed.type == "cuda"
     if use_cuda:
         torch.cuda.set_device(placed)
     if world_size > 1 and not dist.is_initialized():
@@ -234,6 +232,20 @@ def shared(value, ranks: Ranks):
     return box[0]
 
 
+def peak_memory(ranks: Ranks) -> str:
+    """What each learner rank held at its peak (rank 0 also holds the whole copies): resident
+    memory, and on CUDA the memory torch allocated on the rank's GPU. Collective."""
+    import resource  # Unix only, like torchrun; ru_maxrss is in KiB on Linux
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    gpu = torch.cuda.max_memory_allocated(ranks.device) / 2**30 if ranks.device.type == "cuda" else None
+    peaks = gathered([(rss, gpu)], ranks)
+    line = "peak resident memory by learner rank: " + ", ".join(f"{r}: {p:.2f} GiB" for r, (p, _) in enumerate(peaks))
+    if gpu is not None:
+        line += "; peak GPU memory allocated: " + ", ".join(f"{r}: {g:.2f} GiB" for r, (_, g) in enumerate(peaks))
+    return line
+
+
 def rank_rows(n_rows: int, ranks: Ranks) -> slice:
     """This rank's contiguous share of a global batch of n_rows; the first n_rows % N ranks take
     one row more, so every row is trained exactly once."""
@@ -283,4 +295,8 @@ def join_ranks(config) -> Ranks:
     problems = distributed_problems(config, world) if world > 1 else []
     if problems:
         raise ConfigError("; ".join(problems))
-    return init_ranks("cpu", config.distributed.timeout_s)
+    try:
+        resolve_device(config.device)  # device: cuda where torch sees none, before any rank is joined
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return init_ranks(config.device, config.distributed.timeout_s)

@@ -8,13 +8,24 @@ from dataclasses import dataclass
 import torch
 
 from aha.algorithms import entropy_from_logits
-from aha.models.compute import FP32Head, attention_for, attention_scores, plain_head, positions_from_mask
+from aha.models.compute import (
+    FP32Head,
+    attention_for,
+    attention_scores,
+    full_precision,
+    on_device,
+    plain_head,
+    positions_from_mask,
+)
 
 
 def completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                       completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
     """(N, T, H) last hidden states at the positions that predict completion_t (the prompt's
-    last token, then completion tokens 0..T-2). No LM head runs on prompt positions."""
+    last token, then completion tokens 0..T-2), on the backbone's device. No LM head runs on
+    prompt positions."""
+    prompt_ids, prompt_mask, completion_ids, completion_mask = on_device(
+        backbone.device, prompt_ids, prompt_mask, completion_ids, completion_mask)
     input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
     attention = torch.cat([prompt_mask.long(), completion_mask.long()], dim=1)
     with attention_for(backbone, attention_scores(backbone.config, *input_ids.shape, input_ids.shape[1])):
@@ -44,6 +55,8 @@ def grouped_completion_hidden(backbone, prompt_ids: torch.Tensor, prompt_mask: t
 def _grouped_completion_hidden(backbone, prompt_ids, prompt_mask, completion_ids, completion_mask, G: int):
     from transformers import DynamicCache
 
+    prompt_ids, prompt_mask, completion_ids, completion_mask = on_device(
+        backbone.device, prompt_ids, prompt_mask, completion_ids, completion_mask)
     cache = DynamicCache(config=backbone.config)
     prompt_out = backbone(input_ids=prompt_ids, attention_mask=prompt_mask.long(),
                           position_ids=positions_from_mask(prompt_mask.long()), past_key_values=cache, use_cache=True)
@@ -99,10 +112,10 @@ class _HeadStats(torch.autograd.Function):
     everything element-wise runs HEAD_CHUNK_ROWS rows at a time, and the backward's two
     matmuls (into h and into W) run in grad_dtype (bf16 where the model computes in bf16, as
     autocast runs every other layer's backward). d logp/dz = onehot(target) - p and
-    d H/dz = -p (log p + H)."""
+    d H/dz = -p (log p + H). Called with autocast off and fp32 inputs (token_stats), as
+    torch.amp.custom_fwd(cast_inputs=float32) would, for whichever device they are on."""
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # fp32 inside autocast too
     def forward(ctx, hidden, weight, bias, targets, inv_temp: float, grad_dtype: torch.dtype):
         scale = inv_temp[:, None] if isinstance(inv_temp, torch.Tensor) else inv_temp  # one a row: per-row temperatures
         z = FP32Head(weight, bias)(hidden).mul_(scale)
@@ -120,10 +133,9 @@ class _HeadStats(torch.autograd.Function):
         return logp, ent
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad_logp, grad_ent):
         hidden, weight, bias, targets, z, lse, ent = ctx.saved_tensors
-        g = torch.empty(z.shape, dtype=ctx.grad_dtype)  # dL/dz * inv_temp, one chunk at a time
+        g = torch.empty(z.shape, dtype=ctx.grad_dtype, device=z.device)  # dL/dz * inv_temp, one chunk at a time
         for s in range(0, z.shape[0], HEAD_CHUNK_ROWS):
             rows = slice(s, s + HEAD_CHUNK_ROWS)
             log_p = z[rows] - lse[rows, None]
@@ -135,7 +147,7 @@ class _HeadStats(torch.autograd.Function):
                 if grad_logp is not None:
                     chunk.sub_(p.mul_(grad_logp[rows, None]))
             if grad_logp is not None:
-                chunk[torch.arange(chunk.shape[0]), targets[rows]] += grad_logp[rows]
+                chunk[torch.arange(chunk.shape[0], device=z.device), targets[rows]] += grad_logp[rows]
             g[rows] = chunk.mul_(ctx.inv_temp[rows, None] if isinstance(ctx.inv_temp, torch.Tensor) else ctx.inv_temp)
         grad_h = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
@@ -155,23 +167,34 @@ def token_stats(model, hidden: torch.Tensor, targets: torch.Tensor, mask: torch.
     (for an entropy bonus).
 
     The head runs in fp32 on the masked positions only (see _HeadStats); with grad_dtype
-    bf16 its backward's matmuls run in bf16 (None: bf16 when called under bf16 autocast)."""
+    bf16 its backward's matmuls run in bf16 (None: bf16 when called under bf16 autocast).
+    hidden is on the model's device; the results come back on the device of mask (the CPU,
+    where the rollouts are), still differentiable."""
+    device, home = hidden.device, mask.device
     if grad_dtype is None:
-        grad_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else torch.float32
+        under = torch.amp.is_autocast_available(device.type) and torch.is_autocast_enabled(device.type)
+        grad_dtype = torch.get_autocast_dtype(device.type) if under else torch.float32
+    targets, mask = on_device(device, targets, mask)
+    if isinstance(temperature, torch.Tensor):
+        temperature = temperature.to(device)
     head = plain_head(model)
     if head is None:  # a head with its own forward: run it as it is
         per_row = temperature.view(-1, 1, 1) if isinstance(temperature, torch.Tensor) else temperature
-        return _token_stats_reference(model.get_output_embeddings()(hidden).float() / per_row, targets, mask, entropy)
+        stats = _token_stats_reference(model.get_output_embeddings()(hidden).float() / per_row, targets, mask, entropy)
+        return TokenStats(*on_device(home, stats.logprobs, stats.entropy))
     keep = mask.bool()
     inv_temp = (1.0 / temperature.float()).view(-1, 1).expand(mask.shape)[keep] \
         if isinstance(temperature, torch.Tensor) else 1.0 / temperature
-    logp, ent = _HeadStats.apply(hidden[keep], head.weight, head.bias, targets[keep], inv_temp, grad_dtype)
+    with full_precision(device):  # fp32 inside autocast too (what custom_fwd(cast_inputs=float32) does)
+        floats = [None if t is None else t.float() for t in (hidden[keep], head.weight, head.bias)]
+        logp, ent = _HeadStats.apply(*floats, targets[keep], inv_temp, grad_dtype)
     logprobs = hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, logp)
     if entropy == "none":
-        return TokenStats(logprobs, None)
+        return TokenStats(on_device(home, logprobs), None)
     if entropy == "detached":
         ent = ent.detach()
-    return TokenStats(logprobs, hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, ent))
+    entropies = hidden.new_zeros(mask.shape, dtype=torch.float32).masked_scatter(keep, ent)
+    return TokenStats(*on_device(home, logprobs, entropies))
 
 
 def _token_stats_reference(logits: torch.Tensor, targets, mask, entropy: str) -> TokenStats:

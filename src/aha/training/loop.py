@@ -156,7 +156,7 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
         prepared = method_class.prepare(here, task, reward)
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
         env = build_environment(config.env, reward, config.base_dir)
-        model, tokenizer, dtype = _load_policy(config, task)
+        model, tokenizer, dtype = _load_policy(config, task, ranks.device)
         # rank 0 keeps the policy whole for its engine while the ranks shard `model` (the method places it)
         whole = copy.deepcopy(model) if ranks.distributed and ranks.is_main and method_class.generates else None
         # a method that never samples (reward models) needs only the tokenizer's padding: no worker;
@@ -184,8 +184,10 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
             release_ray()  # a local cluster this run started goes with it
 
 
-def _load_policy(config: Config, task) -> tuple[torch.nn.Module, object, torch.dtype]:
-    """The policy (with LoRA adapters when lora.rank is set), its tokenizer and the compute dtype."""
+def _load_policy(config: Config, task, device: torch.device) -> tuple[torch.nn.Module, object, torch.dtype]:
+    """The policy on device (with LoRA adapters when lora.rank is set), its tokenizer and the
+    compute dtype. Every model the run builds from the policy (reference, critic, rank 0's
+    whole copy) is a copy of it, on the same device."""
     loaded = load(config.model, seed=config.seed)
     model, tokenizer = loaded.model, loaded.tokenizer
     if config.lora.rank:
@@ -194,7 +196,8 @@ def _load_policy(config: Config, task) -> tuple[torch.nn.Module, object, torch.d
         trainable = sum(p.numel() for p in trainable_parameters(model))
         log.info("LoRA rank %d on %s: %d trainable parameters of %d", config.lora.rank, config.lora.target_modules,
                  trainable, sum(p.numel() for p in model.parameters()))
-    dtype = resolve_dtype(config.train.dtype)
-    log.info("method %s, model %s, compute dtype %s, %d train / %d held-out samples", config.method, loaded.name,
-             dtype, len(task.train), len(task.eval))
+    model.to(device)
+    dtype = resolve_dtype(config.train.dtype, device)
+    log.info("method %s, model %s on %s, compute dtype %s, %d train / %d held-out samples", config.method,
+             loaded.name, device, dtype, len(task.train), len(task.eval))
     return model, tokenizer, dtype

@@ -51,6 +51,11 @@ class Setup:
         return self.config.train.micro_batch_size * self.shards.ranks.world_size
 
     @property
+    def device(self) -> torch.device:
+        """Where this rank's models run (config.device, resolved); its data stays on the CPU."""
+        return self.shards.ranks.device
+
+    @property
     def is_main(self) -> bool:
         """Rank 0 (one process is rank 0): it alone samples, scores and writes the run folder."""
         return self.shards.ranks.is_main

@@ -33,7 +33,7 @@ from aha.training.checkpoint import (
     save_checkpoint,
     whole_checkpoints,
 )
-from aha.training.distributed import gathered, shared
+from aha.training.distributed import peak_memory, shared
 from aha.training.interrupt import DeferredInterrupt, TrainingInterrupted, interrupted_message
 from aha.training.method import Method, Setup
 from aha.training.phases import Phases, phase_summary
@@ -266,11 +266,8 @@ class Run:
             if config.eval.after and self.start == steps and self.main:
                 self.folder.drop_samples(self.start, "eval")
             accuracy_after = self.evaluate(steps, "after training") if config.eval.after else None
-        if self.ranks.distributed:  # what each learner rank held at its peak (rank 0 also holds the whole copies)
-            import resource  # Unix only, like torchrun; ru_maxrss is in KiB on Linux
-
-            peaks = gathered([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20], self.ranks)  # KiB -> GiB
-            echo("peak resident memory by learner rank: " + ", ".join(f"{r}: {p:.2f} GiB" for r, p in enumerate(peaks)))
+        if self.ranks.distributed or self.ranks.device.type == "cuda":
+            echo(peak_memory(self.ranks))  # collective
         if not self.main:
             return TrainSummary("", steps, None, None, train_seconds)
         before = self.accuracy_before

@@ -92,7 +92,7 @@ class LikelihoodReward:
             rows = slice(start, start + self.micro_batch)
             context, context_mask = left_pad(contexts[rows], self.pad_id)
             answer, answer_mask = right_pad(answers[rows], self.pad_id)  # the answer follows its context
-            with autocast(self.dtype):
+            with autocast(self.dtype, self.model.device):  # the log-probs come back on the CPU
                 logprobs = completion_logprobs(self.model, context, context_mask, answer, answer_mask)
             out.append(answer_likelihood(logprobs, answer_mask, self.cfg.aggregate))
         self.model.train(was_training)

@@ -125,8 +125,8 @@ class RLMethod(Method):
         teacher = gold.teacher
         if teacher is not None:
             check_teacher(teacher, setup.model, setup.tokenizer)
-        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model, setup.shards,
-                                     setup.whole)
+        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model.to(setup.device),
+                                     setup.shards, setup.whole)
         self.sampler = build_sampler(config, setup.task.train)  # epoch order, a curriculum or a difficulty schedule
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \

@@ -39,7 +39,7 @@ from aha.algorithms.referee import (
 from aha.config import Config, ConfigError, RefereeConfig
 from aha.config.referee import NAME
 from aha.config.sections import component_name
-from aha.models.compute import attention_for, attention_scores, autocast, plain_head, positions_from_mask
+from aha.models.compute import attention_for, attention_scores, autocast, on_device, plain_head, positions_from_mask
 from aha.prompts import PlainText, PromptStyle, chat_messages, encode_prompts, encode_quoting, plain_text_prompt
 from aha.rewards import RewardResult
 from aha.rollout import Engine
@@ -111,9 +111,10 @@ class Referee:
         was_training, out = self.model.training, []
         self.model.eval()
         for start in range(0, len(prompts), self.micro_batch):
-            ids, mask = left_pad(prompts[start:start + self.micro_batch], self.engine.pad_id)
+            ids, mask = on_device(backbone.device, *left_pad(prompts[start:start + self.micro_batch],
+                                                             self.engine.pad_id))
             with attention_for(backbone, attention_scores(backbone.config, *ids.shape, ids.shape[1])), \
-                    autocast(self.dtype):
+                    autocast(self.dtype, backbone.device):
                 hidden = backbone(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask),
                                   use_cache=False).last_hidden_state[:, -1]
             rows = self.verdict_ids[0] + self.verdict_ids[1]  # the head's rows of the verdicts' first tokens
@@ -124,7 +125,7 @@ class Referee:
                 logits = head(hidden).float()[:, rows]
             yes = len(self.verdict_ids[0])
             logits = verdict_logits(logits, list(range(yes)), list(range(yes, len(rows))))
-            out.append(yes_share(logits))
+            out.append(yes_share(logits).cpu())
         self.model.train(was_training)
         return torch.cat(out) if out else torch.zeros(0)
 

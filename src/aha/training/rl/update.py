@@ -91,7 +91,7 @@ def _per_token(batch: Batch, shape: Shape, module, backbone, head) -> torch.Tens
     out = torch.zeros_like(ro.sampling_logprobs)
     module.eval()
     for sl in shape.micro_slices(len(ro)):
-        with autocast(shape.dtype):
+        with autocast(shape.dtype, backbone.device):
             hidden = rollout_hidden(backbone, ro, sl, width, shape.group_size, shape.share_prompt)
         out[sl, :width] = head(hidden, sl, width)
     return out
@@ -147,7 +147,7 @@ def _critic_backward(learner: Learner, batch: Batch, algo: AlgorithmConfig, shap
     """The critic's clipped value loss on one micro-batch, backpropagated (times factor: see
     rank_passes), added to totals."""
     ro, critic = batch.rollouts, learner.updated_critic
-    with autocast(shape.dtype):
+    with autocast(shape.dtype, critic.backbone.device):
         c_hidden = rollout_hidden(critic.backbone, ro, sl, width, shape.group_size, shape.share_prompt)
     values = critic.values(c_hidden, ro.completion_mask[sl, :width])
     v_tok, v_clipped = clipped_value_loss(values, batch.old_values[sl, :width], batch.returns[sl, :width],
@@ -183,7 +183,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         m = mask[sl]
         # this micro-batch's share of a token mean over the whole (mini-)batch, for logging
         batch_mean = lambda values: float(aggregate(values.detach().float(), m, "token_mean", norm))
-        with autocast(shape.dtype):
+        with autocast(shape.dtype, model.device):
             hidden = rollout_hidden(model.base_model, ro, sl, width, shape.group_size, shape.share_prompt)
         stats = token_stats(model, hidden, ro.completion_ids[sl, :width], ro.completion_mask[sl, :width],
                             shape.temperature_of(ro, sl), entropy_mode, grad_dtype=shape.dtype)

@@ -154,7 +154,7 @@ def token_logprobs(model, sequences: list[Sequence], pad_id: int,
     """(N, T) log pi(completion_t | prompt, completion_<t) at temperature 1 (0 on padding)
     and the (N, T) completion mask. Differentiable unless called under no_grad."""
     prompt_ids, prompt_mask, completion_ids, completion_mask = pad(sequences, pad_id)
-    with autocast(dtype):
+    with autocast(dtype, model.device):  # the log-probs come back on the CPU, as the mask is
         logprobs = completion_logprobs(model, prompt_ids, prompt_mask, completion_ids, completion_mask)
     return logprobs, completion_mask
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from aha.algorithms import token_kl
-from aha.models.compute import autocast, plain_head
+from aha.models.compute import autocast, full_precision, on_device, plain_head
 from aha.training.logprobs import completion_hidden
 from aha.training.supervised.sequences import Sequence, pad
 
@@ -26,7 +26,7 @@ def _head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
     head = plain_head(model)
     if head is None:  # a head with its own forward: run it as it is
         return model.get_output_embeddings()(hidden).float()
-    with torch.autocast("cpu", enabled=False):
+    with full_precision(hidden.device):
         bias = None if head.bias is None else head.bias.float()
         return F.linear(hidden.float(), head.weight.float(), bias)
 
@@ -34,7 +34,7 @@ def _head_logits(model, hidden: torch.Tensor) -> torch.Tensor:
 def _completion_logprobs(model, batch: tuple[torch.Tensor, ...], dtype: torch.dtype) -> torch.Tensor:
     """(M, V) log-softmax of the model's next-token distribution at each completion position."""
     prompt_ids, prompt_mask, completion_ids, completion_mask = batch
-    with autocast(dtype):
+    with autocast(dtype, model.device):
         hidden = completion_hidden(model.base_model, prompt_ids, prompt_mask, completion_ids, completion_mask)
     return torch.log_softmax(_head_logits(model, hidden[completion_mask.bool()]), dim=-1)
 
@@ -42,12 +42,14 @@ def _completion_logprobs(model, batch: tuple[torch.Tensor, ...], dtype: torch.dt
 def logps_and_token_kl(model, ref_model, sequences: list[Sequence], pad_id: int,
                        dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per sequence (N,): summed log pi of its completion (with gradient), summed log ref,
-    and its sequential KL(ref || pi) (with gradient through pi)."""
-    batch = pad(sequences, pad_id)
+    and its sequential KL(ref || pi) (with gradient through pi), on the CPU; the (M, V)
+    log-probs stay on the models' device."""
+    batch = on_device(model.device, *pad(sequences, pad_id))
     completion_ids, completion_mask = batch[2], batch[3]
     keep = completion_mask.bool()
     targets = completion_ids[keep][:, None]
-    owner = torch.arange(len(sequences)).repeat_interleave(keep.sum(dim=1))  # the sequence of each row
+    # the sequence of each row
+    owner = torch.arange(len(sequences), device=keep.device).repeat_interleave(keep.sum(dim=1))
 
     def per_sequence(rows: torch.Tensor) -> torch.Tensor:
         return rows.new_zeros(len(sequences)).index_add(0, owner, rows)
@@ -57,4 +59,4 @@ def logps_and_token_kl(model, ref_model, sequences: list[Sequence], pad_id: int,
     policy_logprobs = _completion_logprobs(model, batch, dtype)
     logps = per_sequence(policy_logprobs.gather(1, targets).squeeze(1))
     ref_logps = per_sequence(ref_logprobs.gather(1, targets).squeeze(1))
-    return logps, ref_logps, per_sequence(token_kl(ref_logprobs, policy_logprobs))
+    return on_device(torch.device("cpu"), logps, ref_logps, per_sequence(token_kl(ref_logprobs, policy_logprobs)))

@@ -112,3 +112,37 @@ def test_reward_and_value_heads_follow_their_body(model_elsewhere):
     assert step_hidden(model_elsewhere, [[1, 2, 3], [4, 5, 6]], [[0, 2], [1]], pad_id=0).shape == (3, size)
     critic = ValueModel(model_elsewhere)
     assert critic.head.weight.device.type == "meta"
+
+
+def test_a_run_resumes_on_another_device_setting(tmp_path):
+    """device is where the models run, not what they compute: a resume may change it (on this
+    machine cpu and auto are the same CPU; a GPU run resuming on a CPU takes the same path)."""
+    from aha.config import load_config
+    from aha.training.loop import train
+
+    out = tmp_path / "run"
+    tiny = ["model=tiny", "task.num_eval=4", "eval.max_new_tokens=4", "train.report=false", "rollout.max_new_tokens=4",
+            "rollout.prompts_per_step=2", "rollout.group_size=2", f"output_dir={out}"]
+    train(load_config(None, [*tiny, "device=cpu", "train.steps=1"]), echo=lambda *_: None)
+    summary = train(load_config(None, [*tiny, "device=auto", "train.steps=2"]), echo=lambda *_: None)
+    assert summary.steps == 2
+
+
+def test_ray_learner_ranks_take_a_gpu_each_only_where_the_cluster_has_them():
+    from aha.cli.learners import on_ray_devices
+    from aha.config import ConfigError, load_config
+
+    class Cluster:  # what on_ray_devices reads of a Ray cluster: its resources
+        def __init__(self, gpus: float):
+            self.gpus = gpus
+
+        def cluster_resources(self) -> dict:
+            return {"CPU": 16.0, "GPU": self.gpus} if self.gpus else {"CPU": 16.0}
+
+    auto, cuda = load_config(None, ["device=auto"]), load_config(None, ["device=cuda"])
+    assert on_ray_devices(auto, Cluster(8), 8).device == "cuda"
+    assert on_ray_devices(auto, Cluster(4), 8).device == "cpu"  # an actor without a GPU must not pick one up
+    assert on_ray_devices(load_config(None, ["device=cpu"]), Cluster(8), 2).device == "cpu"
+    assert on_ray_devices(cuda, Cluster(2), 2).device == "cuda"
+    with pytest.raises(ConfigError, match=r"device: cuda with ray.learner_workers=4: the Ray cluster has 2 GPU"):
+        on_ray_devices(cuda, Cluster(2), 4)

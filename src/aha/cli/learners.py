@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from aha.config import Config
+from aha.config import Config, ConfigError
 from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
 
 
@@ -83,10 +83,24 @@ def rank_env(rank: int, world_size: int, master: str, port: int) -> dict[str, st
             "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": master, "MASTER_PORT": str(port)}
 
 
+def on_ray_devices(config: Config, ray, n: int) -> Config:
+    """config with the device the n ranks take on this cluster: cuda (a GPU each) for cuda, or
+    for auto where the cluster has a GPU for each rank; else cpu (an actor Ray gave no GPU must
+    not pick one up). device: cuda on a cluster with fewer GPUs is an error: the actors would
+    wait for GPUs forever."""
+    gpus = ray.cluster_resources().get("GPU", 0)
+    if config.device == "cuda" and gpus < n:
+        raise ConfigError(f"device: cuda with ray.learner_workers={n}: the Ray cluster has {gpus:g} GPU(s), one a "
+                          "rank is needed")
+    on_gpus = config.device == "cuda" or (config.device == "auto" and gpus >= n)
+    return config.model_copy(update={"device": "cuda" if on_gpus else "cpu"})
+
+
 def train_on_ray(config: Config) -> None:
     """Run config's training on ray.learner_workers learner ranks, each a Ray actor with
-    ray.worker_threads CPUs. Paths are made absolute first: an actor's working folder is not
-    this one. Raises LearnerRankFailed naming the first rank that failed."""
+    ray.worker_threads CPUs and, on GPUs, one GPU (Ray shows each actor only its own: cuda:0).
+    Paths are made absolute first: an actor's working folder is not this one. Raises
+    LearnerRankFailed naming the first rank that failed."""
     ray = ray_module()
     n = config.ray.learner_workers
     config = config.model_copy(update={"base_dir": os.path.abspath(config.base_dir),
@@ -94,7 +108,9 @@ def train_on_ray(config: Config) -> None:
     start_ray(config.ray, num_cpus=max(os.cpu_count() or 1, n * config.ray.worker_threads))
     actors = []
     try:
-        remote = ray.remote(num_cpus=config.ray.worker_threads, max_restarts=0)(LearnerRank)
+        config = on_ray_devices(config, ray, n)
+        remote = ray.remote(num_cpus=config.ray.worker_threads, num_gpus=int(config.device == "cuda"),
+                            max_restarts=0)(LearnerRank)
         actors = [remote.remote() for _ in range(n)]
         master, port = ray.get(actors[0].address.remote())
         runs = {actor.train.remote(config, rank_env(rank, n, master, port)): rank for rank, actor in enumerate(actors)}

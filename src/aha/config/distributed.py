@@ -1,5 +1,5 @@
 """The `distributed` section (learner ranks on torch.distributed: FSDP2 or DDP over N processes)
-and what N ranks do not run yet, refused when the config is read rather than after minutes."""
+and what cannot be asked of them, refused when the config is read rather than after minutes."""
 
 from __future__ import annotations
 
@@ -28,23 +28,10 @@ class DistributedConfig(Strict):
                                                        "others wait")
 
 
-def distributed_problems(config, world_size: int | None = None) -> list[str]:
-    """What config asks of N ranks that they do not run yet (N: distributed.processes, or the
-    world size torchrun started)."""
+def distributed_problems(config) -> list[str]:
+    """What config asks of the learner ranks that they cannot run (every method and option runs
+    on N ranks: what is left is asking for two sets of ranks at once)."""
     if config.distributed.processes > 1 and config.ray.learner_workers > 1:
         return ["distributed.processes and ray.learner_workers both start learner ranks (torchrun's processes, "
                 "Ray actors): set one of them"]
-    n = world_size or max(config.distributed.processes, config.ray.learner_workers)
-    if n <= 1:
-        return []
-    where = (f"{n} learner ranks (torchrun's world size)" if world_size is not None
-             else f"distributed.processes={n}" if config.distributed.processes > 1 else f"ray.learner_workers={n}")
-    unsupported = {
-        # a reset copies the policy into rank 0's reference mid-step, from weights only gathered after it
-        "algorithm.ref_reset_every / ref_reset_kl": config.method == "rl" and bool(
-            config.algorithm.ref_reset_every or config.algorithm.ref_reset_kl),
-        # bco_pair's reward shift is a running mean over the micro-batches in order: each rank sees its part
-        "dpo.loss=bco_pair": config.method == "dpo" and config.dpo.loss == "bco_pair",
-    }
-    named = [key for key, used in unsupported.items() if used]
-    return [f"{where} does not run {', '.join(named)} yet: set distributed.processes=1 for it"] if named else []
+    return []

@@ -170,14 +170,14 @@ def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def plain_tensors(model: torch.nn.Module, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """merged_state_dict in `dtype`, contiguous and detached, for another process to load:
-    names that share one storage (a tied output layer and the embedding) share one tensor,
-    converted once."""
+    """merged_state_dict in `dtype` on the CPU, contiguous and detached, for another process to
+    load: names that share one storage (a tied output layer and the embedding) share one
+    tensor, converted once."""
     out, converted = {}, {}
     for name, tensor in merged_state_dict(model).items():
         key = (tensor.data_ptr(), tuple(tensor.shape))
         if key not in converted:
-            converted[key] = tensor.detach().to(dtype).contiguous()
+            converted[key] = tensor.detach().to("cpu", dtype).contiguous()
         out[name] = converted[key]
     return out
 

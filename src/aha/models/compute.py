@@ -91,7 +91,7 @@ def resolve_dtype(name: str, device: torch.device = torch.device("cpu")) -> torc
     """auto: bf16 autocast where the device computes bf16 natively (a CPU with AMX or
     AVX512-BF16, a GPU from Ampere on), else fp32."""
     if name == "auto":
-        native = torch.cuda.is_bf16_supported() if device.type == "cuda" else native_bf16()
+        native = torch.cuda.get_device_capability(device)[0] >= 8 if device.type == "cuda" else native_bf16()
         return torch.bfloat16 if native else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
@@ -182,7 +182,8 @@ def attention_for(model, scores: int):
     # a composite model (vision tower, ...) may set each part on its own: left as it is
     switchable = getattr(model, "_can_set_attn_implementation",
                          lambda: False)() and not getattr(config, "sub_configs", None)
-    if scores > EAGER_ATTENTION_MAX_SCORES or current != "sdpa" or not switchable:
+    on_cpu = model.device.type == "cpu"  # on a GPU the model's SDPA (flash) kernels are the fast ones
+    if scores > EAGER_ATTENTION_MAX_SCORES or current != "sdpa" or not switchable or not on_cpu:
         yield
         return
     _register_grouped_attention()
@@ -259,6 +260,8 @@ class FP32Head:
             flat = hidden.reshape(-1, hidden.shape[-1]).float()
             if self.packed is not None:
                 logits = packed_linear(flat, self.packed, self.bias)
+            elif flat.device.type != "cpu":  # a GPU: one matmul (the slices are a CPU cache's size)
+                logits = torch.nn.functional.linear(flat, self.weight, self.bias)
             else:
                 logits = flat.new_empty(flat.shape[0], self.weight.shape[0])
                 for start in range(0, self.weight.shape[0], HEAD_VOCAB_SLICE):

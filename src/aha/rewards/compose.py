@@ -250,9 +250,11 @@ class CompositeReward:
 
 
 def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: str = "reward",
-                 dtype: str = "auto", ray: RayConfig | None = None, empty_ok: bool = False) -> CompositeReward:
+                 dtype: str = "auto", ray: RayConfig | None = None, empty_ok: bool = False,
+                 device: str = "auto") -> CompositeReward:
     """The composite of a config's reward list; errors name `section[i].key`. A reward model
-    in it computes in dtype (pass the policy's, train.dtype) unless its args.dtype is set.
+    in it computes in dtype on device (pass the policy's, train.dtype and device) unless its
+    args.dtype or args.device is set.
     With ray.reward_workers, a reward's `workers: N` pool is N Ray actors (RayRewardPool).
     empty_ok: an empty list is a reward of 0 (the policy as its own referee adds the score)."""
     if not specs and not empty_ok:
@@ -265,7 +267,7 @@ def build_reward(specs: list[RewardSpec], base_dir: str | Path = ".", section: s
                 raise RewardError(f"{key}.workers: a reward model scores in this process, in batches; set workers: 0")
             from aha.rewards.learned import learned_reward  # torch only where a reward model is named
 
-            fn, is_batched, grouped = learned_reward(spec.model, spec.args, key, base_dir, dtype), True, False
+            fn, is_batched, grouped = learned_reward(spec.model, spec.args, key, base_dir, dtype, device), True, False
             name = component_name(spec)
         else:
             fn = resolve_function(spec.fn, key=f"{key}.fn", base_dir=base_dir)

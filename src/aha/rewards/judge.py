@@ -162,9 +162,9 @@ def greedy_replies(model, tokenizer, prompts: list[list[int]], max_new_tokens: i
     for row, prompt in enumerate(prompts):  # left padding for generation
         ids[row, width - len(prompt):] = torch.tensor(prompt)
         mask[row, width - len(prompt):] = 1
-    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                         pad_token_id=tokenizer.pad_token_id)
-    return tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+    out = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                         max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    return tokenizer.batch_decode(out[:, width:].cpu(), skip_special_tokens=True)
 
 
 def _local_grades(questions: list[Job], samples: list[dict], model: str, mode: str, scale: int,

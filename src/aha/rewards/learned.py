@@ -61,11 +61,11 @@ class LearnedModel:
 
 
 def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str | Path = ".",
-                   dtype: str = "auto") -> Callable:
+                   dtype: str = "auto", device: str = "auto") -> Callable:
     """fn(completions, samples) -> list[float | None] scoring with the reward model at
     `path`; None (the sample fails) where the prompt alone fills the model's max_length.
-    dtype: the compute dtype unless args.dtype says otherwise (the caller passes the
-    policy's, train.dtype)."""
+    dtype, device: the compute dtype and where it scores unless args.dtype or args.device say
+    otherwise (the caller passes the policy's: train.dtype, device)."""
     import torch
     from torch import nn
 
@@ -82,8 +82,8 @@ def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str 
     if prm is not None and (prm / PRM_DESCRIPTION).is_file():
         from aha.rewards.process_reward import process_reward
 
-        return process_reward(prm, args, key, dtype)
-    args = model_reward_args(args, {**ARGS, "dtype": dtype}, key, "a reward model")
+        return process_reward(prm, args, key, dtype, device)
+    args = model_reward_args(args, {**ARGS, "dtype": dtype, "device": device}, key, "a reward model")
     folder = resolve_checkpoint(path, base_dir, f"{key}.model")
     about = json.loads((folder / DESCRIPTION).read_text())
     how, k = args["score"] or about["score"], args["k"] if args["k"] is not None else about["k"]

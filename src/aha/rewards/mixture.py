@@ -87,14 +87,14 @@ class MixtureReward:
 
 
 def build_mixture_reward(mixture: list[MixtureTask], base_dir: str | Path = ".", dtype: str = "auto",
-                         ray: RayConfig | None = None) -> MixtureReward:
+                         ray: RayConfig | None = None, device: str = "auto") -> MixtureReward:
     """Each task's reward list (the config has filled in the defaults), errors naming
     task.mixture[i].reward[j]; what was built is closed if a later list fails."""
     rewards: dict[str, CompositeReward] = {}
     try:
         for i, entry in enumerate(mixture):
             rewards[task_label(entry)] = build_reward(entry.reward, base_dir, section=f"task.mixture[{i}].reward",
-                                                      dtype=dtype, ray=ray)
+                                                      dtype=dtype, ray=ray, device=device)
     except BaseException:
         for reward in rewards.values():
             reward.close()

@@ -47,10 +47,10 @@ def model_reward_args(args: dict, defaults: dict, key: str, what: str) -> dict:
     return merged
 
 
-def _args(args: dict, key: str, dtype: str) -> dict:
+def _args(args: dict, key: str, dtype: str, device: str) -> dict:
     from aha.models.process_reward import AGGREGATES
 
-    merged = model_reward_args(args, {**ARGS, "dtype": dtype}, key, "a process reward model")
+    merged = model_reward_args(args, {**ARGS, "dtype": dtype, "device": device}, key, "a process reward model")
     if merged["aggregate"] not in (*AGGREGATES, "dense"):
         raise RewardError(f"{key}.args.aggregate must be one of {', '.join(AGGREGATES)}, dense; got "
                           f"{merged['aggregate']!r}")
@@ -89,11 +89,13 @@ def transform_steps(scores: StepScores, transform: str, threshold: float = 0.5, 
 def compute_placement(args: dict, key: str):
     """args.device (auto: a GPU where torch sees one, else the CPU; cpu; cuda) and args.dtype
     (auto, float32 or bfloat16) as the torch device a reward model scores on and its compute
-    dtype there."""
+    dtype there. On GPUs, a learner rank's own (LOCAL_RANK), as its policy's."""
+    import os
+
     from aha.models.compute import resolve_device, resolve_dtype
 
     try:
-        device = resolve_device(args["device"])
+        device = resolve_device(args["device"], int(os.environ.get("LOCAL_RANK", "0")))
     except ValueError as err:
         raise RewardError(f"{key}.args.{err}") from None
     try:
@@ -102,7 +104,8 @@ def compute_placement(args: dict, key: str):
         raise RewardError(f"{key}.args.dtype must be auto, float32 or bfloat16, got {args['dtype']!r}") from None
 
 
-def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str = "auto") -> Callable:
+def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str = "auto",
+                   device: str = "auto") -> Callable:
     """fn(completions, samples) -> list[float | None] scoring with the PRM checkpoint in `folder`."""
     import torch
     from torch import nn
@@ -113,7 +116,7 @@ def process_reward(folder: Path, args: dict, key: str = "reward[0]", dtype: str 
     from aha.models.process_reward import ProcessRewardModel, aggregate, encode_steps
     from aha.prompts import PlainText, PromptStyle, encode_prompts
 
-    args = _args(args, key, dtype)
+    args = _args(args, key, dtype, device)
     device, dtype = compute_placement(args, key)
     about = json.loads((Path(folder) / DESCRIPTION).read_text())
     loaded = load(str(folder))

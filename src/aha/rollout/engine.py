@@ -104,7 +104,9 @@ def build_engine(rollout: RolloutConfig, model: torch.nn.Module, tokenizer, dtyp
             raise ValueError("rollout.engine=vllm cannot report self-certainty (it needs every step's full logits): "
                              "use rollout.engine=hf for self-certainty ranking")
         return vllm(vllm_python(rollout.vllm_python))
-    if rollout.engine == "auto" and not self_certainty and max_new > AUTO_VLLM_ABOVE_TOKENS \
+    # on a GPU the HF engine samples there: auto's vLLM (`make vllm`: a CPU build) is for the CPU
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if rollout.engine == "auto" and not self_certainty and max_new > AUTO_VLLM_ABOVE_TOKENS and on_cpu \
             and not LlamaDecoding.fits(model):
         python = vllm_python(rollout.vllm_python)
         if python is not None:

@@ -12,7 +12,7 @@ from aha.config import Config, ConfigError, from_dict, read_mapping
 # a run is allowed), bookkeeping, memory-only batch knobs, and held-out evaluation (it reads
 # the policy, never changes it; a run stopped by an unfit eval.scorer resumes with a fitting one).
 ALLOWED = frozenset({
-    "output_dir", "base_dir",
+    "output_dir", "base_dir", "device",  # where the models run: a checkpoint is the same files on any device
     "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
                      "train.keep_best",
     "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps",

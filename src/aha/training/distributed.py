@@ -282,7 +282,6 @@ def join_ranks(config) -> Ranks:
     (the process group joined), else one process. distributed.processes > 1 outside torchrun is
     an error here: `aha train` starts torchrun itself (cli), a Python caller must do the same."""
     from aha.config import ConfigError
-    from aha.config.distributed import distributed_problems
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     wanted = config.distributed.processes
@@ -292,9 +291,6 @@ def join_ranks(config) -> Ranks:
     if world > 1 and wanted not in (1, world):
         raise ConfigError(f"distributed.processes={wanted} but torchrun started {world} ranks: leave "
                           "distributed.processes at 1 under your own torchrun, or make them agree")
-    problems = distributed_problems(config, world) if world > 1 else []
-    if problems:
-        raise ConfigError("; ".join(problems))
     try:
         resolve_device(config.device)  # device: cuda where torch sees none, before any rank is joined
     except ValueError as err:

@@ -147,9 +147,11 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
     here = config if ranks.is_main else config.model_copy(update={"ray": RayConfig()})
     # reward: [] is allowed when the policy is its own referee (config.referee): its score is the reward
     if config.task.mixture:  # each task's own reward list, each row scored by its task's
-        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=here.ray)
+        reward = build_mixture_reward(config.task.mixture, config.base_dir, dtype=config.train.dtype, ray=here.ray,
+                                      device=config.device)
     else:
         reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype, ray=here.ray,
+                              device=config.device,
                               empty_ok=config.referee.verifier is not None or config.likelihood_reward.weight != 0)
     prepared = engine = None
     try:

@@ -45,19 +45,20 @@ def guarded_step(optimizer: torch.optim.Optimizer, name: str, loss: float, grad_
 
 
 def accumulated_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, groups: Sequence,
-                     loss_of: Callable[[object], torch.Tensor | tuple[torch.Tensor, object]], max_grad_norm: float,
-                     ranks: Ranks = Ranks()) -> dict:
+                     loss_of: Callable[..., torch.Tensor | tuple[torch.Tensor, object]], max_grad_norm: float,
+                     ranks: Ranks = Ranks(), with_factor: bool = False) -> dict:
     """One optimizer step whose gradient is accumulated over micro-batches: loss_of(group)
     returns that group's share of the batch loss (already divided by the batch's normaliser),
     so the step equals one on the whole batch, or (loss, result) to have each group's result
     back, in the groups' order, as "results". A NaN/inf loss or gradient skips the update.
     With several learner ranks each rank takes its part of every group (rank_passes) and the
-    losses, results and gradients are those of all of them."""
+    losses, results and gradients are those of all of them. with_factor: loss_of(group, factor)
+    is told each pass's factor (0: a repeated pass, whose numbers count nowhere)."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
     total, results, with_results = 0.0, [], False
     for group, factor in rank_passes(list(groups), ranks):
-        out = loss_of(group)
+        out = loss_of(group, factor) if with_factor else loss_of(group)
         with_results = isinstance(out, tuple)
         loss, result = out if with_results else (out, None)
         scaled_backward(loss, factor)

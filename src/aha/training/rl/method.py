@@ -30,7 +30,7 @@ from aha.training.rl.partial import Launch, PartialRollouts
 from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.referee import build_referee
 from aha.training.rl.replay import ReplayBuffer
-from aha.training.rl.step import run_step, shared_update
+from aha.training.rl.step import maybe_reset_reference, run_step, shared_update
 from aha.training.rl.teacher import check_teacher, check_teacher_path, load_teacher
 from aha.training.rl.update import Learner, Shape
 from aha.training.shards import Shards
@@ -108,7 +108,7 @@ class RLMethod(Method):
         if config.algorithm.guidance == "expo":
             check_answers(task, "algorithm.guidance=expo", "algorithm.guidance=none")
         gold = build_reward(config.monitor.gold, config.base_dir, section="monitor.gold", dtype=config.train.dtype,
-                            ray=config.ray) if config.monitor.gold else None
+                            device=config.device, ray=config.ray) if config.monitor.gold else None
         try:
             check_format_components(config.monitor, reward)
             teacher = load_teacher(config)  # before the policy: a folder that does not load fails fast
@@ -125,8 +125,9 @@ class RLMethod(Method):
         teacher = gold.teacher
         if teacher is not None:
             check_teacher(teacher, setup.model, setup.tokenizer)
-        self.learner = build_learner(setup.model, config, None if teacher is None else teacher.model.to(setup.device),
-                                     setup.shards, setup.whole)
+        # rank 0 alone reads the teacher (prepare): the other ranks let theirs go
+        teacher_model = teacher.model.to(setup.device) if teacher is not None and setup.is_main else None
+        self.learner = build_learner(setup.model, config, teacher_model, setup.shards, setup.whole)
         self.sampler = build_sampler(config, setup.task.train)  # epoch order, a curriculum or a difficulty schedule
         self.replay = ReplayBuffer(algo.replay_capacity, algo.replay_alpha, ro.group_size) if algo.replay else None
         self.partial = PartialRollouts(ro.partial_rollouts, ro.group_size, ro.max_new_tokens) \
@@ -157,7 +158,9 @@ class RLMethod(Method):
     def step(self, step: int, phases: Phases) -> tuple[dict, list[dict]]:
         if not self.setup.is_main:  # another learner rank: its share of rank 0's update
             with phases("update"):
-                return {"step": step, **shared_update(self.parts, None)}, []
+                update = shared_update(self.parts, None)
+            maybe_reset_reference(self.parts, step, None, trained=False)  # rank 0 decides; every rank takes part
+            return {"step": step, **update}, []
         if not self.config.rollout.max_staleness:
             return run_step(self.parts, self.run_state, step, phases)
         # asynchronous: this step trains on the oldest round sampled ahead (none at the first

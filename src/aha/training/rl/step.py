@@ -17,6 +17,7 @@ from aha.training.rl.collect import collect
 from aha.training.rl.estimate import add_teacher_term, estimate_advantages
 from aha.training.rl.parts import RLState, StepParts
 from aha.training.rl.update import forward_logprobs, forward_values, policy_update
+from aha.training.shards import gather_state
 
 
 def importance_correction(batch: Batch, algo) -> dict:
@@ -102,20 +103,33 @@ def shared_update(parts: StepParts, batch: Batch | None) -> dict:
     return policy_update(parts.learner, batch, config.algorithm, parts.shape, config.train.max_grad_norm, constant)
 
 
-def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None) -> bool:
+def maybe_reset_reference(parts: StepParts, step: int, kl_to_ref: float | None, trained: bool = True) -> bool:
     """ProRL (Liu et al. 2025): every N steps, or once the KL to the reference exceeds a
-    threshold, the policy becomes the new reference (and the optimizer starts afresh)."""
-    algo, learner = parts.config.algorithm, parts.learner
-    if learner.ref_model is None:
-        return False
-    due = bool(algo.ref_reset_every) and step % algo.ref_reset_every == 0
-    over = algo.ref_reset_kl is not None and kl_to_ref is not None and kl_to_ref > algo.ref_reset_kl
-    if not (due or over):
-        return False
-    learner.ref_model.load_state_dict(learner.model.state_dict())
+    threshold, the policy becomes the new reference (and the optimizer starts afresh); only
+    after a step that trained. With several learner ranks rank 0 (which holds the reference, the
+    KL and the step's batch) decides, the policy's shards are gathered into it, and every rank's
+    optimizer starts afresh."""
+    algo, learner, ranks = parts.config.algorithm, parts.learner, parts.shape.ranks
+    if not ranks.distributed:
+        if not trained or learner.ref_model is None or not _reset_due(algo, step, kl_to_ref):
+            return False
+        learner.ref_model.load_state_dict(learner.model.state_dict())
+    else:
+        if not (algo.kl_coef > 0 and (algo.ref_reset_every or algo.ref_reset_kl is not None)):
+            return False  # no reset can come (the config is every rank's): no collective
+        if not shared(trained and _reset_due(algo, step, kl_to_ref) if ranks.is_main else None, ranks):
+            return False
+        policy = gather_state(learner.updated, ranks)  # collective; whole on rank 0 only
+        if learner.ref_model is not None:
+            learner.ref_model.load_state_dict(policy)
     if algo.ref_reset_optimizer:
         learner.optimizer.state.clear()
     return True
+
+
+def _reset_due(algo, step: int, kl_to_ref: float | None) -> bool:
+    due = bool(algo.ref_reset_every) and step % algo.ref_reset_every == 0
+    return due or (algo.ref_reset_kl is not None and kl_to_ref is not None and kl_to_ref > algo.ref_reset_kl)
 
 
 def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=None,
@@ -157,10 +171,8 @@ def run_step(parts: StepParts, state: RLState, step: int, phases: Phases, first=
     stats.update(prepared)
     with phases("update"):
         update = shared_update(parts, batch)
-    if batch is not None:
-        kl = update.get("kl/ref", stats.get("kl/ref"))
-        if maybe_reset_reference(parts, step, kl):
-            update["ref/reset"] = 1
+    if maybe_reset_reference(parts, step, update.get("kl/ref", stats.get("kl/ref")), trained=batch is not None):
+        update["ref/reset"] = 1
     if parts.online_rm is not None:  # the reward model learns from the verifier's labels of the step's samples
         with phases("reward_model"):
             update.update(parts.online_rm.update(step, seen, state.monitor.gold_result if state.monitor else None))

@@ -18,7 +18,7 @@ from aha.models.adapters import trainable_parameters
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
-from aha.training.distributed import shared
+from aha.training.distributed import shared, summed
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -159,9 +159,10 @@ class PreferenceMethod(CachedReference, CursorMethod):
             reference = {i: (ref_chosen[i], ref_rejected[i]) for i in picked}
         return pairs, picked, reference, {**stats, "pref/epoch": self.sampler.epoch}
 
-    def _group_logps(self, train: Pairs, group: list[int], reference: dict) -> PairLogps:
+    def _group_logps(self, train: Pairs, group: list[int], reference: dict, counted: bool = True) -> PairLogps:
         """A micro-batch's pairs with all their loss reads: the reference's log-probs (cached,
-        sampled this step, or TDPO's live ones), ODPO's offsets, BCO's reward shift."""
+        sampled this step, or TDPO's live ones), ODPO's offsets, BCO's reward shift (counted:
+        False for a learner rank's repeated pass, whose rewards are not the micro-batch's)."""
         p = self._train_logps(train, group)
         if not self.cfg.online:
             p = self._with_reference(p, "train", group)
@@ -170,8 +171,19 @@ class PreferenceMethod(CachedReference, CursorMethod):
             p.ref_rejected = torch.stack([reference[i][1] for i in group])
         p.offset = pair_offsets(train.rows, group, self.cfg)
         if self.cfg.loss == "bco_pair":  # the running mean includes this micro-batch, as TRL's
-            p.delta = self.bco_shift.update(float(torch.cat(implicit_rewards(p, self.cfg)).detach().mean()))
+            p.delta = self.bco_shift.update(self._micro_batch_reward(p, counted))
         return p
+
+    def _micro_batch_reward(self, p: PairLogps, counted: bool) -> float:
+        """The mean implicit reward of a micro-batch's chosen and rejected completions; with
+        several learner ranks, over every rank's part of it (a collective)."""
+        rewards = torch.cat(implicit_rewards(p, self.cfg)).detach()
+        ranks = self.setup.shards.ranks
+        if not ranks.distributed:
+            return float(rewards.mean())
+        total = summed({"sum": float(rewards.double().sum()) if counted else 0.0,
+                        "count": float(len(rewards)) if counted else 0.0}, ranks)
+        return total["sum"] / total["count"]
 
     def _loss_metrics(self, seen: list[PairLogps]) -> dict:
         """What a loss reads beyond the log-probs: TDPO's sequential KL per completion, ODPO's
@@ -192,15 +204,15 @@ class PreferenceMethod(CachedReference, CursorMethod):
         if not picked:  # online: every prompt's samples scored the same
             return {"step": step, **found, "train/nothing_to_train": 1.0}, []
 
-        def loss_of(group):
-            p = self._group_logps(train, group, reference)
+        def loss_of(group, factor):
+            p = self._group_logps(train, group, reference, counted=factor > 0)
             return pair_losses(p, self.cfg).sum() / len(picked), (group, p.detached())
 
         groups = pair_micro_batches(train, picked, self.config.train.micro_batch_size,
                                     self.setup.shards.ranks.world_size)
         with phases("update"):
             update = accumulated_step(self.setup.model, self.optimizer, groups, loss_of,
-                                      self.config.train.max_grad_norm, self.setup.shards.ranks)
+                                      self.config.train.max_grad_norm, self.setup.shards.ranks, with_factor=True)
         seen = update.pop("results")
         chosen_r, rejected_r = (torch.cat(x).detach() for x in zip(*(implicit_rewards(p, self.cfg) for _, p in seen)))
         chosen_lp = torch.cat([p.chosen.detach() for _, p in seen])

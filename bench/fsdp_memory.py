@@ -3,14 +3,16 @@
     .venv/bin/python bench/fsdp_memory.py                                     # one process
     .venv/bin/torchrun --standalone --nproc_per_node 2 bench/fsdp_memory.py    # two CPU ranks
 
-Each process loads SmolLM2-135M (fp32), places it over the ranks when torchrun started several
-(aha.training.distributed.place: every decoder layer sharded by FSDP2, embeddings, final norm and
-the tied head whole on each rank, their gradients all-reduced), and takes --steps
+Rank 0 loads SmolLM2-135M (fp32) and the other ranks build its architecture on the meta device, as
+`aha train` does; the model is placed over the ranks when torchrun started several
+(aha.training.placement.place: every decoder layer sharded by FSDP2, embeddings, final norm and
+the tied head whole on each rank, their gradients all-reduced; every rank takes rank 0's values,
+one tensor at a time), and takes --steps
 AdamW steps on --rows x --tokens random tokens split across the ranks (token-mean loss over the
 global batch). Rank 0 prints, for each rank: the bytes of parameters, gradients and AdamW
 moments it holds (its shards: counted exactly from the local tensors), its peak resident memory
-(ru_maxrss, which includes loading the whole model before sharding it: the model is not built
-on the meta device yet), and the step time. On a 2-core machine two ranks share the two cores:
+(ru_maxrss: rank 0's includes the whole model it loads and the copy it places from), and the step
+time. On a 2-core machine two ranks share the two cores:
 the times show correctness costs, not speed."""
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ import torch
 import torch.distributed as dist
 
 from aha.models import load
+from aha.models.loading import model_on_meta
 from aha.training.distributed import (
     close_ranks,
     global_sum,
     init_ranks,
-    place,
     rank_rows,
     reduce_gradients,
+    shared,
     token_mean_scale,
 )
+from aha.training.placement import place
 
 
 def local_bytes(tensors) -> int:
@@ -53,8 +57,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     args = parser.parse_args()
     ranks = init_ranks("cpu")
-    model = load("smollm2-135m").model.float().train()
-    model = place(model, "fsdp2", ranks)
+    if ranks.is_main:  # rank 0 loads the weights; the others build the architecture on the meta device
+        model = load("smollm2-135m").model.float().train()
+        shared((model.config, model.generation_config), ranks)
+    else:
+        model = model_on_meta(*shared(None, ranks)).train()
+    model = place(model, "fsdp2", ranks)  # rank 0 copies its model whole first: the values every rank takes
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     vocab = model.config.vocab_size
     ids = torch.randint(0, vocab, (args.rows, args.tokens), generator=torch.Generator().manual_seed(0))

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from aha.models.loading import model_on_meta
 from aha.models.tiny import tiny_model
 from aha.training.distributed import (
     clip_gradients,
@@ -23,8 +24,10 @@ from aha.training.distributed import (
     init_ranks,
     rank_rows,
     reduce_gradients,
+    shared,
     token_mean_scale,
 )
+from aha.training.placement import on_meta
 from aha.training.shards import Shards, full_optimizer_state, load_optimizer_state
 
 STEPS, ROWS, LENGTH, VOCAB = 3, 6, 12, 100
@@ -46,7 +49,12 @@ def main(out: Path, strategy: str, steps: int = STEPS, load: Path | None = None,
     torch.use_deterministic_algorithms(True)
     ranks = init_ranks("cpu")
     shards = Shards(ranks, strategy)  # as aha train places a model: rank 0 keeps a whole copy beside the shards
-    model = shards.place("model", tiny_model(VOCAB, seed=0).float())
+    # as aha train loads it: rank 0 alone holds the weights, the other ranks the architecture on the meta device
+    model = tiny_model(VOCAB, seed=0).float() if ranks.is_main else model_on_meta(*shared(None, ranks))
+    if ranks.is_main and ranks.distributed:
+        shared((model.config, model.generation_config), ranks)
+    model = shards.place("model", model)
+    assert not on_meta(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)  # aha's optimizer, a tiny-model rate
     if load is not None:  # as a resume does: rank 0 reads the file, every rank takes its part
         saved = torch.load(load / "state.pt", weights_only=False) if ranks.is_main else None

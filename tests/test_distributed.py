@@ -14,7 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aha.training.distributed import Ranks, decoder_layers, init_ranks, place, rank_passes, rank_rows, token_mean_scale
+from aha.training.distributed import Ranks, init_ranks, rank_passes, rank_rows, token_mean_scale
+from aha.training.placement import decoder_layers, place
 from aha.training.rl.update import Shape
 
 STEP = Path(__file__).parent / "distributed_step.py"
@@ -109,7 +110,7 @@ def test_bad_settings_name_what_is_wrong(monkeypatch):
     for key in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
     assert init_ranks("cpu") == Ranks()  # no torchrun: one process, nothing joined
-    with pytest.raises(ValueError, match="device must be auto, cpu or cuda, got 'tpu'"):
+    with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda, got 'tpu'"):
         init_ranks("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device: cuda, but torch sees no CUDA device"):

@@ -172,6 +172,15 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
     return loaded
 
 
+def model_on_meta(config, generation_config) -> PreTrainedModel:
+    """A loaded model's architecture (its config) on the meta device: shapes without data, for a
+    learner rank that takes its weights from rank 0 and never holds the whole model."""
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    model.generation_config = generation_config
+    return model.eval()
+
+
 def _with_adapter(folder: Path, seed: int) -> LoadedModel:
     from aha.models.adapters import adapter_base, load_adapter, merge_lora
 

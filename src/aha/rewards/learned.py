@@ -62,10 +62,9 @@ class LearnedModel:
 
 def learned_reward(path: str, args: dict, key: str = "reward[0]", base_dir: str | Path = ".",
                    dtype: str = "auto", device: str = "auto") -> Callable:
-    """fn(completions, samples) -> list[float | None] scoring with the reward model at
-    `path`; None (the sample fails) where the prompt alone fills the model's max_length.
-    dtype, device: the compute dtype and where it scores unless args.dtype or args.device say
-    otherwise (the caller passes the policy's: train.dtype, device)."""
+    """fn(completions, samples) -> list[float | None] scoring with the reward model at `path`; None
+    (the sample fails) where the prompt alone fills the model's max_length. dtype, device: unless
+    args.dtype or args.device say otherwise (the caller passes the policy's: train.dtype, device)."""
     import torch
     from torch import nn
 

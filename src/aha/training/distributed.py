@@ -20,8 +20,6 @@ import torch.distributed as dist
 
 from aha.models.compute import resolve_device
 
-STRATEGIES = ("fsdp2", "ddp")
-
 
 @dataclass(frozen=True)
 class Ranks:
@@ -72,47 +70,6 @@ def close_ranks(ranks: Ranks) -> None:
     if ranks.distributed and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-
-
-def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks of a Hugging Face causal LM (Llama, Qwen, Mistral, GPT-2 shapes),
-    also inside a LoRA wrapper, a reward model or a critic: FSDP2's units, one all-gather each in
-    the forward pass. They are the ModuleLists named `layers` or `h`."""
-    layers = [block for name, module in model.named_modules() if isinstance(module, torch.nn.ModuleList)
-              and name.rsplit(".", 1)[-1] in ("layers", "h") for block in module]
-    if not layers:
-        raise ValueError(f"{type(model).__name__}: no decoder layers found (a ModuleList named layers or h)")
-    return layers
-
-
-def place(model: torch.nn.Module, strategy: str = "fsdp2", ranks: Ranks | None = None) -> torch.nn.Module:
-    """The model on this rank's device, spread over the process group, in place (the same
-    module comes back, so every caller keeps its reference). Every rank starts from rank 0's
-    weights. fsdp2 shards each decoder layer (`fully_shard`: 1/N of its parameters, gradients
-    and optimizer state on each rank, all-gathered for its forward and backward); the rest
-    (embeddings, final norm, LM head, a reward head: a small share of a large model) stays whole
-    on every rank, because the learner reads the head's weight directly (training/logprobs.py),
-    outside any module call FSDP2 could hook. ddp keeps everything whole on every rank. What is
-    whole has its gradients averaged by reduce_gradients before the optimizer steps."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"distributed.strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    ranks = ranks or Ranks(dist.get_rank(), dist.get_world_size())
-    model = model.to(ranks.device)
-    if not ranks.distributed:
-        return model
-    with torch.no_grad():
-        for tensor in [*model.parameters(), *model.buffers()]:
-            dist.broadcast(tensor.data, src=0)  # one starting point, whatever each rank loaded or drew
-    if strategy == "fsdp2":
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        mesh = init_device_mesh(ranks.device.type, (ranks.world_size,))
-        for layer in decoder_layers(model):
-            # each layer is its own FSDP root (nothing above it is wrapped), and a root keeps its
-            # weights gathered after its forward unless told otherwise: free them until the backward
-            fully_shard(layer, mesh=mesh, reshard_after_forward=True)
-    return model
 
 
 def is_sharded(tensor: torch.Tensor) -> bool:

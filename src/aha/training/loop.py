@@ -27,7 +27,7 @@ from aha.models import load
 from aha.models.adapters import add_lora, trainable_parameters
 from aha.models.checkpoints import list_checkpoints
 from aha.models.compute import resolve_dtype
-from aha.models.loading import lasting_name
+from aha.models.loading import lasting_name, model_on_meta
 from aha.rewards import build_reward
 from aha.rewards.mixture import build_mixture_reward
 from aha.rollout import build_engine
@@ -36,10 +36,11 @@ from aha.tracking import RunDir
 from aha.tracking.run_dir import RunWriteError, free_space
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
-from aha.training.distributed import Ranks, close_ranks, join_ranks
+from aha.training.distributed import Ranks, close_ranks, join_ranks, shared
 from aha.training.interrupt import TrainingInterrupted, interrupted_message
 from aha.training.method import Setup
 from aha.training.methods import method_for
+from aha.training.placement import on_meta
 from aha.training.run import Run, TrainSummary
 from aha.training.shards import Shards
 
@@ -158,7 +159,7 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
         prepared = method_class.prepare(here, task, reward)
         scorer = build_scorer(config, reward)  # held-out accuracy: by default the run's own reward
         env = build_environment(config.env, reward, config.base_dir)
-        model, tokenizer, dtype = _load_policy(config, task, ranks.device)
+        model, tokenizer, dtype = _load_policy(config, task, ranks)
         # rank 0 keeps the policy whole for its engine while the ranks shard `model` (the method places it)
         whole = copy.deepcopy(model) if ranks.distributed and ranks.is_main and method_class.generates else None
         # a method that never samples (reward models) needs only the tokenizer's padding: no worker;
@@ -186,20 +187,30 @@ def _train(config: Config, run: RunDir | None, checkpoints: list, changes: dict,
             release_ray()  # a local cluster this run started goes with it
 
 
-def _load_policy(config: Config, task, device: torch.device) -> tuple[torch.nn.Module, object, torch.dtype]:
-    """The policy on device (with LoRA adapters when lora.rank is set), its tokenizer and the
-    compute dtype. Every model the run builds from the policy (reference, critic, rank 0's
-    whole copy) is a copy of it, on the same device."""
-    loaded = load(config.model, seed=config.seed)
-    model, tokenizer = loaded.model, loaded.tokenizer
+def _load_policy(config: Config, task, ranks: Ranks = Ranks()) -> tuple[torch.nn.Module, object, torch.dtype]:
+    """The policy on the rank's device (with LoRA adapters when lora.rank is set), its tokenizer
+    and the compute dtype. Every model the run builds from the policy (reference, critic, rank
+    0's whole copy) is a copy of it, on the same device. With several learner ranks only rank 0
+    loads the weights; the others build its architecture on the meta device (no data), and take
+    their shards of rank 0's weights when the method places the model."""
+    device = ranks.device
+    if ranks.distributed and not ranks.is_main:
+        architecture, generation, tokenizer, name = shared(None, ranks)
+        model = model_on_meta(architecture, generation)
+    else:
+        loaded = load(config.model, seed=config.seed)
+        model, tokenizer, name = loaded.model, loaded.tokenizer, loaded.name
+        if ranks.distributed:
+            shared((model.config, model.generation_config, tokenizer, name), ranks)
     if config.lora.rank:
         add_lora(model, config.lora.rank, config.lora.alpha, config.lora.dropout, config.lora.target_modules,
                  base=lasting_name(config.model))
         trainable = sum(p.numel() for p in trainable_parameters(model))
         log.info("LoRA rank %d on %s: %d trainable parameters of %d", config.lora.rank, config.lora.target_modules,
                  trainable, sum(p.numel() for p in model.parameters()))
-    model.to(device)
+    if not on_meta(model):
+        model.to(device)
     dtype = resolve_dtype(config.train.dtype, device)
     log.info("method %s, model %s on %s, compute dtype %s, %d train / %d held-out samples", config.method,
-             loaded.name, device, dtype, len(task.train), len(task.eval))
+             name, device, dtype, len(task.train), len(task.eval))
     return model, tokenizer, dtype

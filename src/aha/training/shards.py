@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from aha.training.distributed import Ranks, is_sharded, place, slice_like, whole_tensor
+from aha.training.distributed import Ranks, is_sharded, slice_like, whole_tensor
+from aha.training.placement import local_copy, place
 
 
 @dataclass
@@ -28,14 +29,16 @@ class Shards:
     pairs: dict[str, tuple[torch.nn.Module, torch.nn.Module | None]] = field(default_factory=dict)
 
     def place(self, name: str, module: torch.nn.Module, whole: torch.nn.Module | None = None) -> torch.nn.Module:
-        """module spread over the ranks, in place; rank 0 keeps `whole` (a copy made here when
-        not given) with the same weights. On one process: module itself, untouched."""
+        """module spread over the ranks, in place, every rank taking the values of rank 0's
+        `whole` (a copy made here when not given), which rank 0 keeps; on the other ranks module
+        may be built on the meta device. On one process: module itself, untouched."""
         if not self.ranks.distributed:
             self.pairs[name] = (module, module)
             return module
         if self.ranks.is_main and whole is None:
             whole = copy.deepcopy(module)  # before sharding: a sharded module cannot be copied
-        self.pairs[name] = (place(module, self.strategy, self.ranks), whole if self.ranks.is_main else None)
+        whole = whole if self.ranks.is_main else None
+        self.pairs[name] = (place(module, self.strategy, self.ranks, source=whole), whole)
         return module
 
     def whole(self, name: str) -> torch.nn.Module | None:
@@ -62,14 +65,6 @@ class Shards:
             with torch.no_grad():
                 for key, value in trained.state_dict().items():
                     local_copy(value, state[key])
-
-
-def local_copy(target: torch.Tensor, full: torch.Tensor) -> None:
-    """target (a whole tensor, or this rank's shard of one) takes its part of the whole tensor full."""
-    if is_sharded(target):
-        target.to_local().copy_(slice_like(full.to(target.dtype), target).to_local())
-    else:
-        target.copy_(full.to(target.device, target.dtype))
 
 
 def gather_state(module: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ from aha.training.distributed import shared, summed
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
+from aha.training.placement import same_as_main
 from aha.training.supervised.online_pairs import sampled_pairs
 from aha.training.supervised.pair_losses import (
     PREFERENCE_LOSSES,
@@ -90,6 +91,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
         self.bco_shift = RunningMean()  # bco_pair's reward shift delta
         train = config.train
         model = setup.shards.place("model", setup.model, setup.whole)
+        if self.ref_model is not None:  # TDPO's reference runs beside the policy on every rank
+            same_as_main(self.ref_model, setup.shards.ranks)
         self.optimizer = build_optimizer(trainable_parameters(model), train)
         self.modules, self.optimizers = {"model": setup.whole}, {"policy": self.optimizer}
 

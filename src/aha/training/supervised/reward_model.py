@@ -19,6 +19,7 @@ from aha.models.reward_model import RewardModel, ensemble_score, reward_head
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
+from aha.training.distributed import shared
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -49,7 +50,8 @@ class RMMethod(CursorMethod):
         self.weights = bootstrap_weights(n, self.cfg.heads, config.seed)  # (n, heads)
         self.margins = torch.tensor([float(r.get("margin", 0.0)) if self.cfg.margin == "data" else 0.0
                                      for r in self.pairs["train"].rows])
-        self.caps = self._pcrm_caps() if self.cfg.pcrm else None  # from the weights the run starts with
+        # from the weights the run starts with, which only rank 0 holds before they are placed
+        self.caps = shared(self._pcrm_caps() if self.cfg.pcrm and setup.is_main else None, setup.shards.ranks)
         train = config.train
         setup.shards.place("reward_model", self.rm)
         self.optimizer = build_optimizer(trainable_parameters(self.rm), train)

@@ -12,9 +12,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from distributed_runs import (
     DPO,
     DPO_OVERRIDES,
+    TOLERANCE,
     aha_train,
     assert_same_checkpoint,
     assert_same_reference,
@@ -22,6 +24,7 @@ from distributed_runs import (
     trained,
     write_rl_config,
 )
+from safetensors.torch import load_file
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +159,22 @@ def test_every_supervised_method_on_two_ranks_takes_the_steps_one_process_takes(
     one = trained(CONFIGS / config, tmp_path / "one", *TINY, *overrides)
     two = trained(CONFIGS / config, tmp_path / "two", *TINY, *overrides, "distributed.processes=2")
     assert_same_run(one, two, [*keys, "grad_norm"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides, keys", [
+    (["lora.rank=4", "train.lr=1e-2"], ["loss/total", "grad_norm"]),
+    (["algorithm.advantage=gae"], ["loss/value", "grad_norm"]),
+], ids=["lora", "ppo-critic"])
+def test_rl_with_adapters_or_a_critic_on_two_ranks_takes_the_steps_one_process_takes(rl_config, tmp_path, overrides,
+                                                                                     keys):
+    """The other rank builds the policy on the meta device: LoRA's adapters and the critic (a copy
+    of the policy's body with its own head) take rank 0's values when placed."""
+    one = trained(rl_config, tmp_path / "one", *overrides)
+    two = trained(rl_config, tmp_path / "two", *overrides, "distributed.processes=2")
+    assert_same_run(one, two, keys)
+    saved = sorted(p.name for p in (tmp_path / "one/checkpoints/step-3").glob("*.safetensors"))
+    assert saved == sorted(p.name for p in (tmp_path / "two/checkpoints/step-3").glob("*.safetensors"))
+    for name in saved:  # the policy or its adapter, the critic, the reference
+        a, b = (load_file(tmp_path / run / "checkpoints/step-3" / name) for run in ("one", "two"))
+        assert all(torch.allclose(a[key], b[key], atol=TOLERANCE) for key in a), name

@@ -1,5 +1,5 @@
 """What the learner ranks train and what rank 0 keeps whole: each trained module is placed over
-the ranks (training/distributed.py: FSDP2 shards or whole copies), and rank 0 keeps a whole copy
+the ranks (training/placement.py: FSDP2 shards or whole copies), and rank 0 keeps a whole copy
 of it beside the shards, refreshed after every step. Rank 0's copies are what the sampling
 engine samples from, what rank-0-only work reads (RL's rollouts, scores and log-probs, held-out
 evaluation) and what checkpoints save, in the format one process writes: a run saved by N

@@ -66,12 +66,17 @@ def assert_same_run(one: list[dict], two: list[dict], keys: list[str], rel: floa
         assert any(r.get(key) for r in one), key
 
 
-def assert_same_checkpoint(one: Path, two: Path) -> None:
-    """The same weights, and the same optimizer moments in the same format (one process's)."""
-    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+def assert_same_weights(one: Path, two: Path, file: str) -> None:
+    """The same tensors, within TOLERANCE, in one checkpoint file of two checkpoint folders."""
+    a, b = load_file(one / file), load_file(two / file)
     assert a.keys() == b.keys()
     for name in a:
-        assert torch.allclose(a[name], b[name], atol=TOLERANCE), name
+        assert torch.allclose(a[name], b[name], atol=TOLERANCE), (file, name)
+
+
+def assert_same_checkpoint(one: Path, two: Path) -> None:
+    """The same weights, and the same optimizer moments in the same format (one process's)."""
+    assert_same_weights(one, two, "model.safetensors")
     state_a, state_b = (torch.load(p / "trainer.pt", weights_only=False)["optimizers"]["policy"] for p in (one, two))
     assert state_a["param_groups"] == state_b["param_groups"]
     assert state_a["state"].keys() == state_b["state"].keys()
@@ -83,10 +88,7 @@ def assert_same_checkpoint(one: Path, two: Path) -> None:
 
 def assert_same_reference(one: Path, two: Path) -> None:
     """The same RL reference (saved where ProRL's resets may move it: reference.safetensors)."""
-    a, b = load_file(one / "reference.safetensors"), load_file(two / "reference.safetensors")
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.allclose(a[name], b[name], atol=TOLERANCE), name
+    assert_same_weights(one, two, "reference.safetensors")
 
 
 def write_rl_config(folder: Path) -> Path:

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from aha.training.distributed import Ranks, is_sharded, slice_like, whole_tensor
-from aha.training.placement import local_copy, place
+from aha.training.placement import place, take_from_main
 
 
 @dataclass
@@ -57,14 +57,11 @@ class Shards:
 
     def push(self) -> None:
         """Every rank's trained modules take rank 0's whole copies' weights (a resume loads
-        a checkpoint into rank 0's copies, then pushes)."""
+        a checkpoint into rank 0's copies, then pushes), one tensor at a time, as at placement."""
         if not self.ranks.distributed:
             return
         for trained, whole in self.pairs.values():
-            state = broadcast_state(whole.state_dict() if whole is not None else None, self.ranks)
-            with torch.no_grad():
-                for key, value in trained.state_dict().items():
-                    local_copy(value, state[key])
+            take_from_main(trained, whole, self.ranks)
 
 
 def gather_state(module: torch.nn.Module, ranks: Ranks) -> dict[str, torch.Tensor]:

@@ -16,6 +16,7 @@ from test_training import metrics, tiny_config
 
 from aha.config import ConfigError
 from aha.tracking.run_lock import RunLocked
+from aha.training.interrupt import TrainingInterrupted
 from aha.training.loop import train
 
 QUIET = lambda *_: None
@@ -167,12 +168,14 @@ def test_ctrl_c_finishes_the_step_saves_a_checkpoint_and_resumes_exactly(tmp_pat
     straight = train(tiny_config(tmp_path, "straight", *FAST, "train.steps=4"), echo=QUIET)
     interrupt_at(monkeypatch, 3, "signal")
     lines = []
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(TrainingInterrupted) as stop:
         train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=lines.append)
     run = tmp_path / "run"
     assert stop.value.code == 130
     assert "after step 3" in str(stop.value) and "step-3 holds step 3" in str(stop.value)
-    assert "aha train <config> train.resume=true" in lines[-1]
+    # the user's own file and overrides, so the command can be pasted as it is
+    assert (f"aha train {tmp_path / 'run.yaml'} train.steps=2 eval.before=false eval.after=false train.steps=4 "
+            "train.resume=true") in lines[-1]
     assert (run / "checkpoints/step-3").is_dir() and not (run / "run.lock").exists()
     log_text = (run / "log.txt").read_text()
     assert "training interrupted after step 3" in log_text and "KeyboardInterrupt" in log_text
@@ -189,7 +192,7 @@ def test_ctrl_c_finishes_the_step_saves_a_checkpoint_and_resumes_exactly(tmp_pat
 def test_an_interrupt_inside_a_step_keeps_the_last_whole_checkpoint(tmp_path, monkeypatch):
     interrupt_at(monkeypatch, 3, "raise")
     lines = []
-    with pytest.raises(SystemExit) as stop:
+    with pytest.raises(TrainingInterrupted) as stop:
         train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=lines.append)
     run = tmp_path / "run"
     assert stop.value.code == 130

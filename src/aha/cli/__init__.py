@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from aha.tasks import TaskError
     from aha.tracking.run_dir import RunWriteError
     from aha.tracking.run_report import RunReportError
+    from aha.training.interrupt import TrainingInterrupted
 
     retain_freed_memory()
     without_config = {"monitor": commands.monitor, "report": commands.report, "data": commands.data,
@@ -41,9 +42,10 @@ def main(argv: list[str] | None = None) -> int:
             return without_config[args.command](args)
         if args.command == "eval" and args.config and "=" in args.config and not os.path.exists(args.config):
             args.config, args.overrides = None, [args.config, *args.overrides]  # no config, only overrides
-        commands.with_config(args)
+        return commands.with_config(args)
+    except TrainingInterrupted as err:  # its message is on the console and in log.txt already
+        return err.code
     except (ConfigError, TaskError, RewardError, EnvError, FileNotFoundError, FileExistsError, CacheMismatch,
             RunReportError, RunWriteError, LearnerRankFailed) as err:  # ModelNotFound is one
         print(f"aha: error: {err}", file=sys.stderr)
         return 2
-    return 0

@@ -7,8 +7,9 @@ import os
 import sys
 
 
-def with_config(args) -> None:
-    """train, audit and eval: the config (with --task as an override of its task section) first."""
+def with_config(args) -> int:
+    """train, audit and eval: the config (with --task as an override of its task section) first.
+    Returns the exit status."""
     from aha.config import load_config
 
     search = [f"eval.search={args.search}"] if getattr(args, "search", None) else []  # aha eval --search X
@@ -16,8 +17,8 @@ def with_config(args) -> None:
     if args.command == "train":
         from aha.cli.learners import train_on_ranks
 
-        train_on_ranks(config, args.argv)
-    elif args.command == "audit":
+        return train_on_ranks(config, args.argv)
+    if args.command == "audit":
         audit(config, args)
     elif config.eval.search != "none":
         eval_search(config, args)
@@ -25,6 +26,7 @@ def with_config(args) -> None:
         eval_samples(config, args)
     else:
         eval_greedy(config, args.checkpoint, (args.models or [None])[0], args.output)
+    return 0
 
 
 def report(args) -> int:

@@ -18,14 +18,15 @@ from aha.config import Config, ConfigError
 from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
 
 
-def train_on_ranks(config: Config, argv: list[str]) -> None:
+def train_on_ranks(config: Config, argv: list[str]) -> int:
     """Train config: here (one process, or a rank of a torchrun already running), else on the
-    learner ranks the config asks for. argv: this command's arguments, run again on each rank."""
+    learner ranks the config asks for. argv: this command's arguments, run again on each rank.
+    Returns the exit status (torchrun's, where it started the ranks)."""
     if config.distributed.processes > 1 and "WORLD_SIZE" not in os.environ:
-        sys.exit(launch_ranks(config.distributed.processes, argv))
+        return launch_ranks(config.distributed.processes, argv)
     if config.ray.learner_workers > 1:
         train_on_ray(config)
-        return
+        return 0
     from aha.training.loop import train
 
     if "WORLD_SIZE" in os.environ:  # a torchrun rank: a failure's message and traceback go to torchrun's report
@@ -33,6 +34,7 @@ def train_on_ranks(config: Config, argv: list[str]) -> None:
 
         train = record(train)
     train(config)
+    return 0
 
 
 def launch_ranks(processes: int, argv: list[str]) -> int:
@@ -44,11 +46,30 @@ def launch_ranks(processes: int, argv: list[str]) -> int:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                "-m", "aha.cli", *argv]
     print(f"starting {processes} learner ranks: {' '.join(command[1:])}", flush=True)
-    status = subprocess.call(command)
+    status = wait_passing_signals(subprocess.Popen(command))
     if status:
         print(f"aha train: the learner ranks stopped (exit status {status}); torchrun's report above names the rank "
               "that failed first and its error. train.resume=true continues from the last checkpoint", file=sys.stderr)
     return status
+
+
+def wait_passing_signals(child) -> int:
+    """Wait for torchrun, passing on SIGTERM and SIGHUP (sent to this process alone by `timeout`,
+    Kubernetes or a closed terminal): torchrun sends them to its ranks, which stop as on Ctrl-C. Ctrl-C
+    itself reaches torchrun and the ranks from the terminal; this process neither kills torchrun for it
+    (as subprocess.call would) nor sends a second one, which would make the ranks stop at once."""
+    import signal
+
+    def pass_on(signum, frame):
+        child.send_signal(signum)
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+    previous.update({s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP)})
+    try:
+        return child.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 # what a rank's actor takes from the driver's environment (the kill tests' fault injection)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
 from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
@@ -80,6 +80,12 @@ class Config(Strict):
     rft: RFTConfig = RFTConfig()
     # where relative paths (data files, reward .py files) are resolved from
     base_dir: str = Field(".", description="set to the config file's folder when loaded from a file")
+    # the file and overrides it was loaded from (not a setting: messages say how to run it again)
+    _origin: tuple[str | None, tuple[str, ...]] = PrivateAttr((None, ()))
+
+    @property
+    def origin(self) -> tuple[str | None, tuple[str, ...]]:
+        return self._origin
 
     @model_validator(mode="after")
     def _task_reward(self) -> "Config":
@@ -170,24 +176,38 @@ def suggestion(location: tuple) -> str:
     return f" (did you mean {'.'.join(path + close)}?)" if close else ""
 
 
-def _describe(err: ValidationError, source: str) -> str:
+def _blame(location: tuple, source: str, overrides: typing.Sequence[str]) -> str:
+    """Where the value at location came from: the last command-line override that set it or a
+    section above it, else the file (source)."""
+    loc = [str(p) for p in location]
+    for item in reversed(overrides):
+        parts = item.split("=", 1)[0].strip().split(".")
+        if parts[: len(loc)] == loc[: len(parts)]:
+            return f"the override {item!r}"
+    return source
+
+
+def _describe(err: ValidationError, source: str, overrides: typing.Sequence[str] = ()) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
+        where = _blame(e["loc"], source, overrides)
         if not key:  # a check across keys: its message names them
             lines.append(f"config in {source}: {e['msg'].removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":
-            lines.append(f"unknown config key '{key}' in {source}{suggestion(e['loc'])}")
+            lines.append(f"unknown config key '{key}' in {where}{suggestion(e['loc'])}")
         else:
-            lines.append(f"config key '{key}' in {source}: {e['msg']} (got {e.get('input')!r})")
+            lines.append(f"config key '{key}' in {where}: {e['msg']} (got {e.get('input')!r})")
     return "\n".join(lines)
 
 
-def from_dict(raw: dict, source: str = "<config>") -> Config:
+def from_dict(raw: dict, source: str = "<config>", overrides: typing.Sequence[str] = ()) -> Config:
+    """source: the file the values came from, overrides: the dotted key=value items applied over it
+    (an error in a key one of them set names that override, not the file)."""
     try:
         return Config.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(_describe(err, source)) from None
+        raise ConfigError(_describe(err, source, overrides)) from None
 
 
 def read_mapping(path: Path) -> dict:
@@ -214,7 +234,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
         raw.setdefault("base_dir", str(path.parent))
     for item in overrides:
         apply_override(raw, item)
-    return from_dict(raw, source)
+    config = from_dict(raw, source, overrides)
+    config._origin = (None if path is None else str(path), tuple(overrides))
+    return config
 
 
 def dump_config(config: Config) -> str:

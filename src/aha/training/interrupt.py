@@ -1,27 +1,67 @@
-"""Ctrl-C during training: the first lets the running step finish and a checkpoint be saved, a
-second stops at once; either way the program ends with status 130 and says how to resume."""
+"""Stopping a run from outside: Ctrl-C (SIGINT), and SIGTERM and SIGHUP, which SLURM, Kubernetes,
+`timeout` and a closed terminal send. The first lets the running step finish and a checkpoint be
+saved, a second stops at once; outside the steps (loading, held-out evaluation) any of them stops
+at once. Either way the run says how to resume, writes it to log.txt, releases run.lock, and the
+program ends with status 128 + the signal's number (130 for Ctrl-C)."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import threading
 
 from aha.models.checkpoints import checkpoint_step, list_checkpoints
 from aha.tracking import RunDir
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-class TrainingInterrupted(SystemExit):
-    """Ctrl-C: ends the program with status 130 and a message saying how to resume, not a traceback."""
 
-    def __init__(self, message: str):
-        super().__init__(130)
-        self.message = message
+class TrainingInterrupted(KeyboardInterrupt):
+    """A run stopped by a signal: a KeyboardInterrupt (what a notebook user expects from an
+    interrupted cell), with the exit status the command ends with and a message saying how to resume."""
+
+    def __init__(self, message: str, code: int = 128 + signal.SIGINT):
+        super().__init__(message)
+        self.message, self.code = message, code
 
     def __str__(self) -> str:
         return self.message
 
 
-def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
+class SignalStop(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C would raise a KeyboardInterrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum, frame) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SignalStop(signum)
+
+
+def stop_code(err: BaseException) -> int:
+    """The exit status of a run stopped by err: 128 + the signal's number, 130 for Ctrl-C."""
+    while err is not None:
+        if isinstance(err, SignalStop):
+            return 128 + err.signum
+        err = err.__context__
+    return 128 + signal.SIGINT
+
+
+def resume_command(config, run: RunDir) -> str:
+    """The command that continues the run: the user's own file and overrides where the config came
+    from a file (config.origin), else the run's config.yaml, which holds every setting it ran with."""
+    path, overrides = getattr(config, "origin", (None, ()))
+    if path is None:
+        path, overrides = str(run.path / "config.yaml"), ()
+    kept = [o for o in overrides if not o.replace(" ", "").startswith("train.resume=")]
+    return shlex.join(["aha", "train", path, *kept, "train.resume=true"])
+
+
+def interrupted_message(run: RunDir, where: str, saved: int | None, config=None) -> str:
     """saved: the step of the newest checkpoint (0: none), None: see the checkpoints folder."""
     if saved is None:
         kept = list_checkpoints(run.checkpoints)
@@ -29,27 +69,45 @@ def interrupted_message(run: RunDir, where: str, saved: int | None) -> str:
     held = (f"checkpoint {run.checkpoints / f'step-{saved}'} holds step {saved}" if saved
             else "no checkpoint was written yet")
     return (f"aha: training interrupted{' ' + where if where else ''}; {held}. Continue with: "
-            f"aha train <config> train.resume=true (output_dir {run.path})")
+            f"{resume_command(config, run)} (output_dir {run.path})")
+
+
+class StopSignals:
+    """Within it, SIGTERM and SIGHUP raise as Ctrl-C does (a SignalStop, a KeyboardInterrupt), so a
+    run they stop ends as an interrupted one, not silently; the previous handlers come back on exit.
+    Outside the main thread (a notebook's worker, a test's thread) it does nothing."""
+
+    def __enter__(self) -> "StopSignals":
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS[1:]}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 class DeferredInterrupt:
-    """Within it, the first Ctrl-C lets the running step finish, so the checkpoint saved after it
-    resumes exactly; a second Ctrl-C stops at once. Outside the main thread it does nothing."""
+    """Within it, the first Ctrl-C, SIGTERM or SIGHUP lets the running step finish, so the checkpoint
+    saved after it resumes exactly; a second stops at once. Outside the main thread it does nothing."""
 
     def __init__(self, echo):
-        self.requested, self._echo, self._installed = False, echo, False
+        self.requested, self._echo, self._previous = False, echo, {}
+        self.signum = signal.SIGINT
 
     def __enter__(self) -> "DeferredInterrupt":
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
+            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        self._echo("\nCtrl-C: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
+        self.requested, self.signum = True, signum
+        for s in STOP_SIGNALS:  # the next one, of any kind, stops at once
+            signal.signal(s, _raise_stop)
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        self._echo(f"\n{name}: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
 
     def __exit__(self, *exc) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

@@ -37,7 +37,7 @@ from aha.tracking.run_dir import RunWriteError, free_space
 from aha.tracking.run_identity import resume_changes
 from aha.tracking.run_lock import RunLock, RunLocked
 from aha.training.distributed import Ranks, close_ranks, join_ranks, shared
-from aha.training.interrupt import TrainingInterrupted, interrupted_message
+from aha.training.interrupt import StopSignals, TrainingInterrupted, interrupted_message, stop_code
 from aha.training.method import Setup
 from aha.training.methods import method_for
 from aha.training.placement import on_meta
@@ -59,15 +59,26 @@ def _unwritable(err: OSError, folder: Path) -> RunWriteError:
                          "writable, then run again (train.resume=true continues from its last checkpoint)")
 
 
+def died_silently(lock: RunLock) -> str:
+    """What a run.lock left behind by a dead process means: every way aha stops (an error, Ctrl-C,
+    SIGTERM, SIGHUP) removes it, so its process was killed without warning."""
+    who = f"PID {lock.stale.get('pid')}" if lock.stale else "its process"
+    return (f"note: the previous process of {lock.path.parent} ({who}) ended without a word: it left {lock.path} "
+            "behind, which only SIGKILL, the kernel's out-of-memory killer (see `dmesg` or `journalctl -k`) or a lost "
+            "machine do; if memory ran out, lower rollout.group_size, rollout.prompts_per_step or "
+            "train.micro_batch_size")
+
+
 def train(config: Config, echo=print) -> TrainSummary:
     """Train with config.method; the run folder is config.output_dir. Under torchrun every rank
     calls this: rank 0 owns the run folder, the others train beside it (training/run.py)."""
     ranks = join_ranks(config)
     try:
-        if ranks.is_main:
-            summary = _train_main(config, echo, ranks)
-        else:
-            summary = _train(config, None, [], {}, lambda *_: None, ranks)
+        with StopSignals():  # SIGTERM and SIGHUP stop the run as Ctrl-C does, not silently
+            if ranks.is_main:
+                summary = _train_main(config, echo, ranks)
+            else:
+                summary = _train(config, None, [], {}, lambda *_: None, ranks)
     except RuntimeError as err:
         if ranks.distributed and "Timed out" in str(err):  # gloo's and NCCL's words for a collective's timeout
             waited = config.distributed.timeout_s
@@ -93,6 +104,7 @@ def _train_main(config: Config, echo, ranks: Ranks) -> TrainSummary:
         lock.acquire()  # before anything reads or writes the run's files
         if lock.stale is not None:
             log.warning("took over a stale %s (its process is gone): %s", lock.path, lock.stale)
+            echo(died_silently(lock))
         checkpoints = list_checkpoints(run.checkpoints)
         if run.metrics_path.exists() and not config.train.resume:
             raise ConfigError(f"output_dir {run.path} already holds a run; pick another output_dir or set "
@@ -113,7 +125,7 @@ def _train_main(config: Config, echo, ranks: Ranks) -> TrainSummary:
         echo(str(err))
         raise
     except KeyboardInterrupt as err:  # outside the steps (loading, held-out evaluation, report)
-        stop = TrainingInterrupted(interrupted_message(run, "", None))
+        stop = TrainingInterrupted(interrupted_message(run, "", None, config), stop_code(err))
         log.error("%s", stop, exc_info=True)
         echo(str(stop))
         raise stop from err

@@ -34,7 +34,7 @@ from aha.training.checkpoint import (
     whole_checkpoints,
 )
 from aha.training.distributed import peak_memory, shared
-from aha.training.interrupt import DeferredInterrupt, TrainingInterrupted, interrupted_message
+from aha.training.interrupt import DeferredInterrupt, TrainingInterrupted, interrupted_message, stop_code
 from aha.training.method import Method, Setup
 from aha.training.phases import Phases, phase_summary
 from aha.training.shards import full_optimizer_state
@@ -237,7 +237,8 @@ class Run:
             if not in_step and step > self.saved:  # between steps the state is whole: keep it
                 self.save(step)
             where = f"during step {step}" if in_step else f"after step {step}"
-            raise TrainingInterrupted(interrupted_message(folder, where, self.saved)) from err
+            code = 128 + interrupt.signum if interrupt.requested else stop_code(err)
+            raise TrainingInterrupted(interrupted_message(folder, where, self.saved, config), code) from err
         bar.close()
 
     def step(self, step: int) -> tuple[dict, list[dict]]:

@@ -192,7 +192,7 @@ def test_ids_must_be_unique_and_a_single_dataset_needs_its_held_out_file(tmp_pat
     with pytest.raises(TaskError, match=r"blank\.csv:2: id '' is empty"):
         build_task(TaskConfig(data=str(tmp_path / "blank.csv"), eval_data=str(tmp_path / "blank.csv")))
     write(tmp_path / "single", ROWS, "datasets")
-    with pytest.raises(TaskError, match="task.eval_data is required with task.data"):
+    with pytest.raises(TaskError, match="task.data needs held-out samples for evaluation: give task.eval_data"):
         build_task(TaskConfig(data=str(tmp_path / "single"), prompt_field="question", answer_field="solution"))
 
 

@@ -61,7 +61,7 @@ def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
 
 
 def test_jsonl_needs_eval_data_and_existing_file(tmp_path):
-    with pytest.raises(TaskError, match="task.eval_data is required"):
+    with pytest.raises(TaskError, match="task.data needs held-out samples for evaluation: give task.eval_data"):
         build_task(TaskConfig(data="train.jsonl"), base_dir=tmp_path)
     with pytest.raises(TaskError, match="task data file not found"):
         build_task(TaskConfig(data="nope.jsonl", eval_data="nope.jsonl"), base_dir=tmp_path)

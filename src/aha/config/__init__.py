@@ -49,7 +49,9 @@ class Config(Strict):
                           "rft (expert iteration: supervised steps on the policy's own samples that the reward "
                           "passes, rft section); the run "
                           "folder, checkpoints, held-out evaluation and report are the same for each")
-    model: str = Field("smollm2-135m", description="smollm2-135m, tiny, or a local Hugging Face folder")
+    model: str = Field("smollm2-135m", description="smollm2-135m, tiny, a local Hugging Face folder, or a "
+                       "Hugging Face Hub id owner/name[@revision] (a branch, tag or commit; read from the Hub client's "
+                       "cache, what it lacks downloaded when online; HF_HUB_OFFLINE=1: the cache alone)")
     output_dir: str = Field("runs/default", description="the run folder: config.yaml, metrics.jsonl, samples.jsonl, "
                                                         "log.txt, checkpoints/, report.html")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the models run: cuda (one GPU a "
@@ -96,6 +98,16 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
+    def _held_out_follows_the_data(self) -> "Config":
+        """dpo or sft on the user's own data, with no task named: greedy accuracy on the default task
+        would measure something unrelated to the data, so held-out evaluations measure only the
+        method's own held-out data. Written into the config, so a resumed run decides alike."""
+        own_data = own_training_data(self) in ("dpo.data", "sft.data")
+        if own_data and "task" not in self.model_fields_set and "greedy" not in self.eval.model_fields_set:
+            self.eval.greedy = False
+        return self
+
+    @model_validator(mode="after")
     def _consistent(self) -> "Config":
         # the cross-checks between sections (config/checks.py), then the referee's (config/referee.py)
         problems = (config_problems(self) + referee_problems(self) + mixture_problems(self)
@@ -103,6 +115,14 @@ class Config(Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+def own_training_data(config: Config) -> str | None:
+    """The key of the file the method trains on when that is not the task (dpo.data, sft.data,
+    rm.data, prm.data), else None: the task's prompts are what it trains on."""
+    key = {"dpo": "dpo.data", "sft": "sft.data", "rm": "rm.data", "prm": "prm.data"}.get(config.method)
+    section, _, field = (key or "").partition(".")
+    return key if key and getattr(getattr(config, section), field) else None
 
 
 def _parse_scalar(text: str) -> Any:

@@ -184,6 +184,8 @@ RULES = [
          "are for the pair losses"),
     Rule(lambda c: c.method == "dpo" and bool(c.dpo.data) and c.dpo.online,
          "dpo.data is not used with dpo.online=true (the pairs are sampled from the policy): drop one"),
+    Rule(lambda c: c.dpo.eval_fraction is not None and (not c.dpo.data or c.dpo.eval_data is not None),
+         "dpo.eval_fraction holds out a share of dpo.data's rows: give it with dpo.data, and without dpo.eval_data"),
     Rule(lambda c: c.method == "dpo" and c.dpo.offset != "none" and c.dpo.loss != "dpo",
          "dpo.offset (ODPO) shifts the DPO loss's margin: it needs dpo.loss=dpo, not {c.dpo.loss}"),
     Rule(lambda c: c.method == "dpo" and c.dpo.loss in ("tdpo", "hinge", "bco_pair") and bool(c.dpo.label_smoothing),

@@ -30,6 +30,8 @@ class PreferenceConfig(Strict):
                                                "pairs come from the policy)")
     eval_data: str | None = Field(None, description="held-out pairs of the same form: preference accuracy and margins "
                                                     "at each held-out evaluation")
+    eval_fraction: float | None = Field(None, gt=0, lt=1, description="instead of dpo.eval_data: hold out this share "
+                                        "of dpo.data's rows (a fixed shuffle: every run holds out the same rows)")
     loss: Literal["dpo", "ipo", "simpo", "orpo", "kto", "tdpo", "hinge", "bco_pair"] = Field(
         "dpo", description="dpo (cDPO with label_smoothing > 0), ipo, simpo and orpo (these two need no reference "
                            "model); kto learns from single completions labelled desirable or not: data rows {prompt, "

@@ -33,6 +33,10 @@ class MonitorConfig(Strict):
 class EvalConfig(Strict):
     """Held-out evaluation: when it runs during training, on how much, and what counts as right."""
 
+    greedy: bool = Field(True, description="held-out evaluations measure greedy accuracy on the task's held-out "
+                                           "prompts (besides a method's own held-out metrics, e.g. DPO's preference "
+                                           "accuracy); turned off for you when dpo or sft trains on its own data and "
+                                           "the config names no task")
     before: bool = Field(True, description="greedy held-out accuracy before training")
     after: bool = Field(True, description="and after")
     every: int = Field(0, ge=0, description="also every N steps; 0 = never")

@@ -38,6 +38,8 @@ class TaskConfig(Strict):
                                                "written by datasets' save_to_disk")
     eval_data: str | None = Field(None, description="held-out data, same formats; may be left out when task.data is a "
                                                     "datasets folder with an eval_split")
+    eval_fraction: float | None = Field(None, gt=0, lt=1, description="instead of task.eval_data: hold out this "
+            "share of task.data's rows (shuffled by task.seed, not the run's seed: every run holds out the same rows)")
     prompt_field: str = Field("prompt", description="the field of your rows that holds the prompt (a string or a list "
                                                     "of chat messages)")
     answer_field: str = Field("answer", description="the field of your rows that holds the reference answer")
@@ -72,7 +74,14 @@ class TaskConfig(Strict):
                                                                 "split")
     template: str = Field("What is {a} {op} {b}?", description="question text; {a} {op} {b}")
     seed: int = Field(0, description="a built-in task's split into training and held-out problems (and the problems a "
-                                     "procedural task draws)")
+                                     "procedural task draws), and task.eval_fraction's")
+
+    @model_validator(mode="after")
+    def _one_held_out_source(self) -> "TaskConfig":
+        if self.eval_fraction is not None and (self.data is None or self.eval_data is not None):
+            raise ValueError("task.eval_fraction holds out a share of task.data's rows: give it with task.data, "
+                             "and without task.eval_data")
+        return self
 
 
 class OnlineRMConfig(Strict):

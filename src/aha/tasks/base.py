@@ -14,6 +14,7 @@ from aha.tasks.arithmetic import arithmetic_splits
 from aha.tasks.mixture import interleaved, tagged
 from aha.tasks.procedural import TASKS, procedural_splits
 from aha.tasks.samples import Fields, load_samples
+from aha.tasks.split import split_rows
 
 
 @dataclass
@@ -58,13 +59,18 @@ def _one_task(cfg: TaskConfig, base_dir: str | Path) -> Task:
     if cfg.data is not None:
         base = Path(base_dir)
         data = resolve_path(cfg.data, base)
-        if cfg.eval_data is None and not (data / "dataset_dict.json").is_file():  # what save_to_disk writes for splits
-            raise TaskError("task.eval_data is required with task.data (held-out samples for eval), unless task.data "
-                            "is a datasets folder of several splits that holds them (task.eval_split)")
+        several_splits = (data / "dataset_dict.json").is_file()  # what save_to_disk writes for splits
+        if cfg.eval_data is None and cfg.eval_fraction is None and not several_splits:
+            raise TaskError("task.data needs held-out samples for evaluation: give task.eval_data (a file of them), or "
+                            "task.eval_fraction (e.g. 0.1: that share of task.data's rows held out, the same ones on "
+                            "every run), or a datasets folder of several splits (task.eval_split)")
         fields = Fields(cfg.prompt_field, cfg.answer_field, cfg.prompt_template)
         train = load_samples(data, fields, cfg.split, cfg.stream)
-        held_out = load_samples(data if cfg.eval_data is None else resolve_path(cfg.eval_data, base), fields,
-                                cfg.eval_split, cfg.stream)
+        if cfg.eval_fraction is not None:
+            train, held_out = split_rows(train, cfg.eval_fraction, "task.eval_fraction", cfg.seed)
+        else:
+            held_out = load_samples(data if cfg.eval_data is None else resolve_path(cfg.eval_data, base), fields,
+                                    cfg.eval_split, cfg.stream)
         name = cfg.name or data.stem
     elif cfg.name == "arithmetic" or (cfg.name is None and cfg.eval_data is None):
         # no name and no file: the default task, so `task.num_eval=50` alone keeps it

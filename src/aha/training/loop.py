@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aha.config import Config, ConfigError, RayConfig
+from aha.config import Config, ConfigError, RayConfig, own_training_data
 from aha.envs import build_environment
 from aha.eval.scoring import build_scorer
 from aha.models import load
@@ -223,6 +223,8 @@ def _load_policy(config: Config, task, ranks: Ranks = Ranks()) -> tuple[torch.nn
     if not on_meta(model):
         model.to(device)
     dtype = resolve_dtype(config.train.dtype, device)
-    log.info("method %s, model %s on %s, compute dtype %s, %d train / %d held-out samples", config.method,
-             name, device, dtype, len(task.train), len(task.eval))
+    own = own_training_data(config)
+    data = (f"trains on {own}" if own else f"task {task.name}: {len(task.train)} train") + (
+        f", {len(task.eval)} held-out prompts of task {task.name}" if config.eval.greedy else "")
+    log.info("method %s, model %s on %s, compute dtype %s, %s", config.method, name, device, dtype, data)
     return model, tokenizer, dtype

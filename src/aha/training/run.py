@@ -51,6 +51,11 @@ class TrainSummary:
     train_seconds: float
 
 
+NOTHING_HELD_OUT = ("note: no held-out evaluation: this run names no task to measure greedy accuracy on "
+                    "(task.name or task.data with task.eval_data or task.eval_fraction), and its method has no held-out "
+                    "data of its own (dpo.eval_data or dpo.eval_fraction, rm.eval_data, prm.eval_data)")
+
+
 class Run:
     """One run in progress: the method and what it trains (setup), the run folder, the step a
     resume starts from, the newest checkpoint's step and the accuracy before training."""
@@ -154,9 +159,11 @@ class Run:
         if not self.main:  # rank 0 generates and scores alone; a method's own held-out metrics may be collective
             method.held_out(step)
             return None
-        if not method.generates:  # e.g. a reward model: only its own held-out metrics
+        if not method.generates or not config.eval.greedy:  # e.g. a reward model: only its own held-out metrics
             record = method.held_out(step)
             if not record:  # nothing held out to measure (no eval data)
+                if label == "before training" or (step == config.train.steps and not config.eval.before):
+                    echo(NOTHING_HELD_OUT)
                 return None
             folder.log_metrics({"step": step, **record})
             echo(f"held-out ({label}, step {step}): " + ", ".join(f"{k} {v:.3g}" for k, v in record.items()))

@@ -18,6 +18,7 @@ from aha.models.adapters import trainable_parameters
 from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
+from aha.tasks.split import split_rows
 from aha.training.distributed import shared, summed
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
@@ -68,6 +69,8 @@ class PreferenceMethod(CachedReference, CursorMethod):
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         read = lambda path: read_pairs(resolve_path(path, config.base_dir), with_margin=False) if path else []
         rows = {"train": read(config.dpo.data), "eval": read(config.dpo.eval_data)}
+        if config.dpo.eval_fraction is not None:
+            rows["train"], rows["eval"] = split_rows(rows["train"], config.dpo.eval_fraction, "dpo.eval_fraction")
         if config.dpo.offset != "none":  # online pairs carry the run's reward of both samples
             check_score_gaps(rows["train"], "dpo.offset")
         return rows

@@ -28,6 +28,7 @@ from aha.prompts import prompt_text
 from aha.rewards import CompositeReward
 from aha.tasks import PromptSampler, Task
 from aha.tasks.samples import read_prompt_rows
+from aha.tasks.split import split_rows
 from aha.training.method import CursorMethod, Setup
 from aha.training.optimizer import accumulated_step, build_optimizer
 from aha.training.phases import Phases
@@ -140,8 +141,13 @@ class KTOMethod(CachedReference, CursorMethod):
     @classmethod
     def prepare(cls, config: Config, task: Task, reward: CompositeReward) -> dict:
         paths = {"train": config.dpo.data, "eval": config.dpo.eval_data}
-        return {split: (str(path), read_labelled(resolve_path(path, config.base_dir)) if path else [])
+        data = {split: (str(path), read_labelled(resolve_path(path, config.base_dir)) if path else [])
                 for split, path in paths.items()}
+        if config.dpo.eval_fraction is not None:
+            path, rows = data["train"]
+            train, held = split_rows(rows, config.dpo.eval_fraction, "dpo.eval_fraction")
+            data = {"train": (path, train), "eval": (f"{path} (held out by dpo.eval_fraction)", held)}
+        return data
 
     def __init__(self, setup: Setup, data: dict):
         self.setup = setup

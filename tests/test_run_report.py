@@ -7,7 +7,7 @@ import pytest
 from test_algorithm_runs import say_seven
 
 from aha.cli import main
-from aha.tracking.plots import PANELS, Panel, series, trailing_mean
+from aha.tracking.plots import PANELS, Panel, line_label, same_lines, series, trailing_mean
 from aha.training.loop import train
 
 QUIET = lambda *_: None
@@ -103,7 +103,8 @@ def test_run_report_with_its_eval_renders_in_a_real_browser(tmp_path, capsys, br
     images, colours = browser(run / "report.html", tmp_path, height=2400)
     alts = [alt for alt, _, _ in images]
     for title in ["Reward (mean and components)", "Held-out accuracy", "Training samples at or above the correct "
-            "threshold", "Hacking monitor: trained vs gold reward", "KL", "Entropy",
+            "threshold", "Hacking monitor: trained vs gold reward",
+                  "KL from the sampling policy to the trained one (off-policy drift within a step)", "Entropy",
                   "Clip fraction", "Completion length (tokens)", "Loss", "Gradient norm", "pass@k", "maj@k"]:
         assert title in alts
     assert len(alts) == len(set(alts))
@@ -126,3 +127,21 @@ def test_a_metrics_file_with_steps_logged_twice_is_flagged(tmp_path):
     records = "".join(json.dumps({"step": s, "reward/mean": 0.0}) + "\n" for s in (1, 2, 3))
     (tmp_path / "metrics.jsonl").write_text(records)
     assert "not one run" not in run_report_html(tmp_path)
+
+
+def test_identical_series_are_one_line_named_by_both():
+    """reward/mean of a single-component reward equals that component: drawn once, both named,
+    instead of the component's line drawn over (and hiding) the mean."""
+    data = {"reward/mean": ([1, 2], [0.1, 0.5]), "reward/numeric_answer": ([1, 2], [0.1, 0.5]),
+            "reward/format": ([1, 2], [1.0, 1.0])}
+    groups = same_lines(list(data), data)
+    assert groups == [["reward/mean", "reward/numeric_answer"], ["reward/format"]]
+    assert line_label(groups[0], {"reward/mean": "total"}) == "reward/mean (total) = reward/numeric_answer"
+
+
+def test_kl_to_the_reference_and_the_sampling_drift_are_separate_panels():
+    names = ["kl/ref", "kl/old", "kl/teacher"]
+    by_title = {p.title: p.select(names) for p in PANELS if p.select(names)}
+    assert by_title == {"KL to the reference model": ["kl/ref"],
+                        "KL from the sampling policy to the trained one (off-policy drift within a step)": ["kl/old"],
+                        "KL (other estimates)": ["kl/teacher"]}

@@ -48,7 +48,11 @@ PANELS = [
     Panel("Hacking monitor: trained vs gold reward", ("reward/verifier_mean", "monitor/gold_mean", "monitor/gold/*",
                                                       "monitor/gap"),
           needs="monitor/gold_mean"),
-    Panel("KL", ("kl/*",)),
+    # the KL the KL penalty or loss holds down, and the sampling policy's drift from the trained one:
+    # different quantities of different sizes (kl/old is ~1e-9 on-policy), on panels of their own
+    Panel("KL to the reference model", ("kl/ref",)),
+    Panel("KL from the sampling policy to the trained one (off-policy drift within a step)", ("kl/old",)),
+    Panel("KL (other estimates)", ("kl/*",), ("kl/ref", "kl/old")),
     Panel("Entropy", ("entropy",)),
     Panel("Clip fraction", ("policy/clip_frac", "value/clip_frac")),
     Panel("Completion length (tokens)", ("length/mean",)),
@@ -92,12 +96,26 @@ def trailing_mean(values: list[float], window: int) -> np.ndarray:
     return np.convolve(values, np.ones(window) / window, mode="valid")
 
 
-def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of: dict[str, str] = LABELS) -> bytes:
-    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
+def same_lines(names: list[str], data: dict) -> list[list[str]]:
+    """The names grouped by identical series (steps and values), in order: reward/mean and its only
+    component are one line, which a second line drawn on top would hide."""
+    groups: dict[tuple, list[str]] = {}
     for name in names:
         steps, values = data[name]
+        groups.setdefault((tuple(steps), tuple(values)), []).append(name)
+    return list(groups.values())
+
+
+def line_label(names: list[str], label_of: dict[str, str]) -> str:
+    return " = ".join(f"{name} ({label_of[name]})" if name in label_of else name for name in names)
+
+
+def panel_png(panel: Panel, names: list[str], data: dict, flags: dict, label_of: dict[str, str] = LABELS) -> bytes:
+    fig, ax = pyplot().subplots(figsize=(6, 3.4), dpi=100)
+    for group in same_lines(names, data):
+        steps, values = data[group[0]]
         few = len(steps) < 12  # a held-out eval logged at a few steps: show the points
-        label = f"{name} ({label_of[name]})" if name in label_of else name
+        label = line_label(group, label_of)
         window = len(steps) // 20
         if window < 3:
             ax.plot(steps, values, marker="o" if few else None, markersize=4, linewidth=1.2, label=label)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from aha.errors import TaskError
 
+
 def held_out_indices(n: int, fraction: float, key: str, seed: int = 0) -> tuple[list[int], list[int]]:
     """(training, held-out) row indices of n rows, round(fraction * n) held out, each list in file
     order; a TaskError naming key when either side would be empty."""

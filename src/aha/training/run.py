@@ -52,8 +52,8 @@ class TrainSummary:
 
 
 NOTHING_HELD_OUT = ("note: no held-out evaluation: this run names no task to measure greedy accuracy on "
-                    "(task.name or task.data with task.eval_data or task.eval_fraction), and its method has no held-out "
-                    "data of its own (dpo.eval_data or dpo.eval_fraction, rm.eval_data, prm.eval_data)")
+                    "(task.name or task.data with task.eval_data or task.eval_fraction), and its method has no "
+                    "held-out data of its own (dpo.eval_data or dpo.eval_fraction, rm.eval_data, prm.eval_data)")
 
 
 class Run:

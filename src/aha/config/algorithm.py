@@ -80,9 +80,9 @@ class AlgorithmConfig(Strict):
     entropy_coef: float = Field(0.0, description="entropy bonus: loss -= entropy_coef * entropy")
     # distillation from a teacher (on-policy)
     teacher: str | None = Field(None, description="on-policy distillation: a model folder (a run's checkpoints/step-N) "
-            "or a built-in name (smollm2-135m, tiny) with the policy's tokenizer; every sampled token's advantage "
-            "gains -teacher_coef * (log pi_old - log pi_teacher), the reverse KL to the teacher. Relative paths are to "
-            "the working directory, like model")
+            "or a built-in name (smollm2-135m, tiny) or a Hub id (owner/name[@revision]) with the policy's tokenizer; "
+            "every sampled token's advantage gains -teacher_coef * (log pi_old - log pi_teacher), the reverse KL to "
+            "the teacher. Relative paths are to the working directory, like model")
     teacher_coef: float = Field(1.0, ge=0, description="weight of the teacher's per-token reverse-KL term in the "
                                                        "advantage")
     task_reward: bool = Field(True, description="false: the task reward is still computed and logged but gives no "

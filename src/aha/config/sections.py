@@ -113,10 +113,12 @@ class RewardSpec(Strict):
     fn: str | None = Field(None, description='"module:function" or "file.py:function"; fn(completion, sample) -> float '
                                              '| dict')
     model: str | None = Field(None, description="a reward model trained with method: rm: its run folder (the newest "
-                                                "checkpoint) or a checkpoint folder; scores prompt + completion in "
-                                                "batches (args: batch_size, dtype, device); or a process reward "
-                                                "model (method: prm), scoring each step of the completion and "
-                                                "aggregating them (args.aggregate: min, sum or mean)")
+                                                "checkpoint), a checkpoint folder, or the Hub id "
+                                                "(owner/name[@revision]) of one uploaded to the Hugging Face Hub; "
+                                                "scores prompt + completion in batches (args: batch_size, dtype, "
+                                                "device); or a process reward model (method: prm), scoring each "
+                                                "step of the completion and aggregating them (args.aggregate: min, "
+                                                "sum or mean)")
     weight: float = Field(1.0, description="this component's weight in the total (combine=sum)")
     name: str | None = Field(None, description="the component's name in metrics (reward/<name>) and samples; default: "
                                                "the function's or model's")

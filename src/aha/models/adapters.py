@@ -18,6 +18,9 @@ from pathlib import Path
 
 import torch
 
+from aha.models.errors import ModelNotFound
+from aha.models.hub import parse
+
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 # a PeftModel's tensor names start so (PeftModel.base_model: LoraModel, its .model: ours)
@@ -44,12 +47,20 @@ def add_lora(model: torch.nn.Module, rank: int, alpha: float | None = None, drop
         # merging into one of the two would change the other, which shares its weight
         raise ValueError(f"lora.target_modules {target_modules!r}: this model ties its LM head to its embeddings; "
                          "adapters on either are not supported")
+    base, revision = _hub_base(base)
     config = peft.LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=dropout,
-                             target_modules=target_modules, base_model_name_or_path=base, task_type="CAUSAL_LM")
+                             target_modules=target_modules, base_model_name_or_path=base, revision=revision,
+                             task_type="CAUSAL_LM")
     try:
         return peft.inject_adapter_in_model(config, model)
     except ValueError as err:  # peft names the modules it could not find
         raise ValueError(f"lora.target_modules {target_modules!r}: {err}") from None
+
+
+def _hub_base(base: str | None) -> tuple[str | None, str | None]:
+    """A Hub base `owner/name@revision` as peft records it: the id and its `revision` apart."""
+    parsed = parse(base) if base and not Path(base).expanduser().is_dir() else None
+    return parsed if parsed and parsed[1] else (base, None)
 
 
 def lora_layers(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -88,15 +99,29 @@ def is_adapter_folder(folder: Path) -> bool:
 
 
 def adapter_base(folder: Path) -> str:
-    """The base model an adapter folder names (adapter_config.json's base_model_name_or_path)."""
+    """The base model an adapter folder names (adapter_config.json's base_model_name_or_path,
+    with `@revision` when it records a Hub revision)."""
     path = Path(folder) / ADAPTER_CONFIG
     try:
-        base = json.loads(path.read_text()).get("base_model_name_or_path")
+        about = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"{path}: not a readable adapter config ({err})") from None
+    base, revision = about.get("base_model_name_or_path"), about.get("revision")
     if not base:
         raise ValueError(f"{path} names no base model (base_model_name_or_path)")
-    return base
+    return f"{base}@{revision}" if revision else base
+
+
+def _refuse_other_hub_base(model: torch.nn.Module, folder: Path) -> None:
+    """A resumed LoRA run whose Hub base model now resolves to another commit than its adapters
+    were trained on (a branch that moved on the Hub) would train them on other weights."""
+    ours = model.peft_config["default"]
+    ours = f"{ours.base_model_name_or_path}@{ours.revision}" if ours.revision else ours.base_model_name_or_path
+    theirs = adapter_base(folder)
+    pinned = [parse(b) for b in (ours, theirs) if b and not Path(b).expanduser().is_dir()]
+    if len(pinned) == 2 and all(p and p[1] for p in pinned) and ours != theirs:
+        raise ModelNotFound(f"{folder}: its adapters were trained on the Hub model {theirs}, but the run's model "
+                            f"resolves to {ours} now (the branch moved): set model: {theirs} to resume")
 
 
 def load_adapter(model: torch.nn.Module, folder: Path) -> None:
@@ -108,7 +133,9 @@ def load_adapter(model: torch.nn.Module, folder: Path) -> None:
     folder = Path(folder)
     if not (folder / ADAPTER_WEIGHTS).is_file():
         raise FileNotFoundError(f"{folder} is not an adapter checkpoint: no {ADAPTER_WEIGHTS}")
-    if not has_lora(model):
+    if has_lora(model):
+        _refuse_other_hub_base(model, folder)
+    else:
         peft.inject_adapter_in_model(peft.LoraConfig.from_pretrained(str(folder)), model)
     state = {k.removeprefix(PEFT_PREFIX): v for k, v in load_file(str(folder / ADAPTER_WEIGHTS)).items()}
     result = peft.set_peft_model_state_dict(model, state)

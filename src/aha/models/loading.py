@@ -1,4 +1,4 @@
-"""Load a trainable causal LM and its tokenizer by name or local folder."""
+"""Load a trainable causal LM and its tokenizer by name, local folder or Hugging Face Hub id."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from aha.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, is_adapter_folder
 from aha.models.checkpoints import hash_into, refuse_damaged
 from aha.models.errors import ModelNotFound
+from aha.models.hub import SYNTAX, parse, pinned, snapshot
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,8 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
 
 
 def load(name_or_path: str, seed: int = 0) -> LoadedModel:
-    """`smollm2-135m` (embedded), `tiny` (random, for tests) or a local Hugging Face folder.
+    """`smollm2-135m` (embedded), `tiny` (random, for tests), a local Hugging Face folder, or a
+    Hugging Face Hub id, `owner/name[@revision]` (models/hub.py: through the Hub client and its cache).
 
     The model comes back in fp32, in train mode off (eval()), on the CPU."""
     if name_or_path == "tiny":
@@ -149,25 +151,41 @@ def load(name_or_path: str, seed: int = 0) -> LoadedModel:
             _dequantize_embedded(folder)
         loaded = _from_folder(folder, EMBEDDED)
     else:
-        folder = Path(name_or_path).expanduser()
-        if not folder.is_dir():
-            raise ModelNotFound(
-                f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder"
-            )
-        adapter = is_adapter_folder(folder)
-        # a run's checkpoint whose weights changed on disk since it was written
-        refuse_damaged(folder, ADAPTER_WEIGHTS if adapter else "model.safetensors")
-        if adapter:  # a LoRA run's checkpoint: its base model with the adapter folded in
-            return _with_adapter(folder, seed)
-        if not (folder / "config.json").is_file():
-            raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
-        if (folder / "state.json").is_file() and not (folder / "tokenizer_config.json").is_file():
-            raise ModelNotFound(
-                f"{folder} is a training checkpoint written without its tokenizer (by an older aha), so it cannot be "
-                f"loaded as `model:`; evaluate it with `aha eval CONFIG --checkpoint {folder}`, whose model: is the "
-                "run's base model"
-            )
-        loaded = _from_folder(folder, str(folder))
+        folder = model_folder(name_or_path)
+        if folder == Path(name_or_path).expanduser():
+            name_or_path = str(folder)  # a local folder is named by its path; a Hub model by its id
+        return _from_model_folder(folder, name_or_path, seed)
+    loaded.model.eval()
+    return loaded
+
+
+def model_folder(name_or_path: str) -> Path:
+    """The folder of a model named by a local folder or, failing that, by a Hub id (its snapshot
+    in the Hub client's cache, downloaded when online)."""
+    folder = Path(name_or_path).expanduser()
+    if folder.is_dir():
+        return folder
+    if parse(name_or_path) is None:
+        raise ModelNotFound(f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny), a local folder "
+                            f"(relative paths are to {os.getcwd()}) nor a Hugging Face Hub id ({SYNTAX})")
+    return snapshot(name_or_path)
+
+
+def _from_model_folder(folder: Path, name: str, seed: int) -> LoadedModel:
+    adapter = is_adapter_folder(folder)
+    # a run's checkpoint whose weights changed on disk since it was written
+    refuse_damaged(folder, ADAPTER_WEIGHTS if adapter else "model.safetensors")
+    if adapter:  # a LoRA run's checkpoint: its base model with the adapter folded in
+        return _with_adapter(folder, seed)
+    if not (folder / "config.json").is_file():
+        raise ModelNotFound(f"{folder} has no config.json: not a Hugging Face model folder")
+    if (folder / "state.json").is_file() and not (folder / "tokenizer_config.json").is_file():
+        raise ModelNotFound(
+            f"{folder} is a training checkpoint written without its tokenizer (by an older aha), so it cannot be "
+            f"loaded as `model:`; evaluate it with `aha eval CONFIG --checkpoint {folder}`, whose model: is the "
+            "run's base model"
+        )
+    loaded = _from_folder(folder, name)
     loaded.model.eval()
     return loaded
 
@@ -202,28 +220,32 @@ def _with_adapter(folder: Path, seed: int) -> LoadedModel:
 def lasting_name(name_or_path: str) -> str:
     """The name load() finds the same model by from any working directory (what an adapter's
     config records as its base): a built-in name as it is (load() takes it before any
-    folder of that name), a folder by its absolute path."""
+    folder of that name), a folder by its absolute path, a Hub id pinned to the commit it
+    resolves to now (`owner/name@<commit>`: a moved branch cannot change the base)."""
     folder = Path(name_or_path).expanduser()
-    if name_or_path in (EMBEDDED, "tiny") or not folder.is_dir():
+    if name_or_path in (EMBEDDED, "tiny"):
         return name_or_path
-    return str(folder.resolve())
+    if folder.is_dir():
+        return str(folder.resolve())
+    return pinned(name_or_path) if parse(name_or_path) else name_or_path
 
 
 def weights_id(name_or_path: str, seed: int = 0) -> str:
     """A content id of the weights load(name_or_path, seed) (or a checkpoint folder) gives:
     a sha256 over the weight files' bytes, so a model retrained into the same folder gets
-    another id. `tiny` is made from its seed; the embedded model from its GGUF file."""
+    another id. `tiny` is made from its seed; the embedded model from its GGUF file; a Hub
+    model (a snapshot, immutable) from its id and commit."""
     if name_or_path == "tiny":
         return f"tiny (seed {seed})"
     if name_or_path == EMBEDDED:
         return f"{EMBEDDED} (gguf sha256 {_sha256([embedded_gguf_path()])})"
-    folder = Path(name_or_path).expanduser()
-    if not folder.is_dir():
-        raise ModelNotFound(f"model {name_or_path!r} is neither a built-in name ({EMBEDDED}, tiny) nor a local folder")
+    folder = model_folder(name_or_path)
     if is_adapter_folder(folder):  # the base's weights and the adapter's
         from aha.models.adapters import adapter_base
 
         return f"{weights_id(adapter_base(folder), seed)} + adapter sha256 {_sha256([folder / ADAPTER_WEIGHTS])}"
+    if folder != Path(name_or_path).expanduser():  # a Hub snapshot, named by its commit
+        return f"{parse(name_or_path)[0]}@{folder.name}"
     # model.safetensors, or its shards; a checkpoint's reference/critic files are not the model
     files = sorted(folder.glob("model*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
     if not files:

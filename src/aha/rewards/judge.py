@@ -15,7 +15,7 @@ The first two are always defined, smooth in the completion and free of sampling 
 Measured with the embedded 135M model (docs/rewards.md): yes_no ranks a right answer
 above a wrong or unrelated one in 6 of 6 pairs, by small margins; its digit grades (expected,
 generate) do not discriminate at all. Real grading needs a bigger model (`model:` takes any
-Hugging Face folder) or an endpoint serving one (`base_url:`, rewards/judge_http.py).
+Hugging Face folder or Hub id, owner/name[@revision]) or an endpoint serving one (`base_url:`, rewards/judge_http.py).
 
 The rubric is the sample's own (`sample[rubric_field]`) or args.rubric: a string, or a list
 of criteria each graded on its own, all in one batched pass (rewards/rubrics.py).

@@ -31,10 +31,14 @@ ARGS = {"batch_size": 16, "dtype": "auto", "device": "auto", "score": None, "k":
 
 def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward.model") -> Path:
     """A reward model checkpoint folder, or a run folder's newest checkpoint (as it is when
-    the reward is built: a run that trains on is not followed)."""
+    the reward is built: a run that trains on is not followed), or a Hub id
+    (`owner/name[@revision]`) of a checkpoint uploaded as a repository."""
     folder = resolve_path(path, base_dir)
     if not folder.is_dir():
-        raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints)")
+        folder = _hub_snapshot(path, key) or folder
+    if not folder.is_dir():
+        raise RewardError(f"{key}: {path!r} is not a folder (a method: rm run folder or one of its checkpoints) nor a "
+                          "Hugging Face Hub id of a checkpoint (owner/name[@revision])")
     described = lambda f: (f / DESCRIPTION).is_file() or (f / PRM_DESCRIPTION).is_file()
     if not described(folder) and (folder / "checkpoints").is_dir():
         from aha.models.checkpoints import list_checkpoints
@@ -47,6 +51,20 @@ def resolve_checkpoint(path: str, base_dir: str | Path = ".", key: str = "reward
         raise RewardError(f"{key}: {folder} holds no {DESCRIPTION}: not a reward model (train one with method: rm, "
                           f"or method: prm for a process reward model, which holds a {PRM_DESCRIPTION})")
     return folder
+
+
+def _hub_snapshot(path: str, key: str) -> Path | None:
+    """A checkpoint uploaded to the Hugging Face Hub: its snapshot in the Hub client's cache
+    (downloaded when online) when path is a Hub id, else None."""
+    from aha.models.errors import ModelNotFound
+    from aha.models.hub import parse, snapshot
+
+    if parse(path) is None:
+        return None
+    try:
+        return snapshot(path)
+    except ModelNotFound as err:
+        raise RewardError(f"{key}: {err}") from None
 
 
 @dataclass

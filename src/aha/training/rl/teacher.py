@@ -12,20 +12,26 @@ import torch
 from aha.config import Config, ConfigError
 from aha.models import load
 from aha.models.errors import ModelNotFound
+from aha.models.hub import SYNTAX, parse, snapshot
 from aha.models.loading import EMBEDDED, LoadedModel
 
 KEY = "algorithm.teacher"
 
 
 def check_teacher_path(config: Config) -> None:
-    """A teacher that is neither a built-in name nor a folder fails here, in a second, before
-    the policy's slow load."""
+    """A teacher that is neither a built-in name, a folder nor a Hub model to be had fails here,
+    before the policy's slow load (a Hub id is resolved, and downloaded when online, now)."""
     name = config.algorithm.teacher
     if name is None or name in (EMBEDDED, "tiny") or Path(name).expanduser().is_dir():
         return
-    raise ConfigError(f"{KEY}: {name!r} is neither a built-in model name ({EMBEDDED}, tiny) nor a folder (relative "
-                      f"paths are to the working directory, {os.getcwd()}); a run's checkpoints/step-N folder is a "
-                      "teacher")
+    if parse(name) is None:
+        raise ConfigError(f"{KEY}: {name!r} is neither a built-in model name ({EMBEDDED}, tiny), a folder (relative "
+                          f"paths are to the working directory, {os.getcwd()}) nor a Hugging Face Hub id "
+                          f"({SYNTAX}); a run's checkpoints/step-N folder is a teacher")
+    try:
+        snapshot(name)
+    except ModelNotFound as err:
+        raise ConfigError(f"{KEY}: {err}") from None
 
 
 def load_teacher(config: Config) -> LoadedModel | None:

@@ -28,6 +28,7 @@ LAYERS = [
     ("aha.training.loop",),
     ("aha.perf",),
     ("aha.cli",),
+    ("aha.api",),
 ]
 UNITS = {unit: layer for layer, units in enumerate(LAYERS) for unit in units}
 

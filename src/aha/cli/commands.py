@@ -217,46 +217,17 @@ def eval_greedy(config, checkpoint: str | None, model: str | None, output: str |
     import json
     from pathlib import Path
 
-    from aha.eval import evaluate
+    from aha.eval.greedy import greedy_held_out
     from aha.eval.runner import by_task
-    from aha.eval.scoring import build_scorer, held_out_name
-    from aha.eval.study import load_for_eval
-    from aha.models import load
-    from aha.models.checkpoints import load_weights
-    from aha.models.compute import placement
-    from aha.rollout import build_engine
-    from aha.tasks import build_task
 
     if config.eval.temperatures:
         print("note: eval.temperatures applies to `aha eval --samples N`; greedy evaluation samples at no temperature")
-    task = build_task(config.task, config.base_dir)
-    scorer = build_scorer(config)  # before the model loads: a bad eval.scorer fails in a second
-    env_reward = env = None
-    try:
-        if config.env.name is not None:  # multi-turn episodes: the environment judges with the run's reward
-            from aha.envs import build_environment
-            from aha.rewards import build_reward
-
-            env_reward = build_reward(config.reward, config.base_dir, dtype=config.train.dtype)
-            env = build_environment(config.env, env_reward, config.base_dir)
-        loaded = load_for_eval(model, config) if model else load(config.model, seed=config.seed)
-        if checkpoint:
-            load_weights(loaded.model, Path(checkpoint))
-        device, dtype = placement(config.device, config.train.dtype)
-        engine = build_engine(config.rollout, loaded.model.to(device), loaded.tokenizer, dtype, seed=config.seed)
-        try:
-            result = evaluate(engine, task, scorer, config.eval.limit, config.eval.max_new_tokens, env=env)
-        finally:
-            engine.close()
-    finally:
-        scorer.close()
-        if env_reward is not None:
-            env_reward.close()
+    found = greedy_held_out(config, checkpoint, model)
+    result = found.result
     if output:
         Path(output).write_text("".join(json.dumps(r) + "\n" for r in result.samples))
-    source = checkpoint or model or loaded.name
-    print(f"{source} on {held_out_name(config, task.name)}: held-out greedy accuracy {result.accuracy:.1%} "
-          f"({result.n} problems; right: {scorer.describe})")
+    print(f"{found.source} on {found.held_out}: held-out greedy accuracy {result.accuracy:.1%} "
+          f"({result.n} problems; right: {found.right})")
     if by_task(result.metrics):  # a task mixture
         print(f"  by task: {by_task(result.metrics)}")
     if "eval/first_turn_accuracy" in result.metrics:  # multi-turn episodes

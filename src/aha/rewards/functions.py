@@ -96,8 +96,21 @@ def _import_module(module: str, base_dir: Path):
     return importlib.import_module(module)
 
 
+# Python objects handed to aha.train (a lambda, a function of a notebook, a callable object): they have
+# no importable name, so the config names them python:<name> and they are looked up here, in this
+# process only, while that call runs (aha/api.py adds and removes them)
+IN_PROCESS = "python:"
+in_process: dict[str, Callable] = {}
+
+
 def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = ".") -> Callable:
     """'module:function' or 'file.py:function' -> the callable; errors name the config key."""
+    if path.startswith(IN_PROCESS):
+        if path not in in_process:
+            raise RewardError(f"{key}: {path!r} names a Python object handed to aha.train in another call or "
+                              "process; it exists only while that call runs: pass it again (aha.train(..., "
+                              "reward=[...])), or give it an importable name ('module:function')")
+        return in_process[path]
     path = SHORT_NAMES.get(path, path)
     module, sep, attr = path.rpartition(":")
     if not sep or not module or not attr:

@@ -135,3 +135,15 @@ class TrackingConfig(Strict):
                                                      "(MLflow 3 refuses a file store unless "
                                                      "MLFLOW_ALLOW_FILE_STORE=true)")
     mlflow_experiment: str = Field("aha", description="MLflow experiment name")
+    wandb: bool = Field(False, description="also log to Weights & Biases, its run files in <output_dir>/wandb; a "
+                                           "resume continues the same W&B run")
+    wandb_project: str = Field("aha", description="W&B project name (the entity: WANDB_ENTITY or your default)")
+    wandb_mode: Literal["offline", "online"] = Field("offline", description="offline: the run stays in "
+                                                     "<output_dir>/wandb until `wandb sync <output_dir>/wandb/"
+                                                     "offline-run-*` uploads it, so a run never waits on the "
+                                                     "network; online: streamed to the W&B server as it runs "
+                                                     "(after `wandb login`)")
+    trackio: bool = Field(False, description="also log to trackio, in its local store (TRACKIO_DIR, by default "
+                                             "~/.cache/huggingface/trackio; `trackio show` opens it); a resume "
+                                             "continues the same trackio run")
+    trackio_project: str = Field("aha", description="trackio project name")

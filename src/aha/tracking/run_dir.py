@@ -26,7 +26,7 @@ class RunDir:
         self.groups_path = self.path / GROUPS_FILE
         self.checkpoints = self.path / "checkpoints"
         self._handler: logging.Handler | None = None
-        self.sinks = None  # optional views of the metrics (TensorBoard, MLflow): tracking/sinks.py
+        self.sinks = None  # optional views of the metrics (TensorBoard, MLflow, W&B, trackio): tracking/sinks.py
 
     def write_config(self, text: str) -> None:
         write_whole(self.path / "config.yaml", text)

@@ -1,8 +1,9 @@
-"""Optional metric sinks besides metrics.jsonl: TensorBoard and MLflow, one config key each.
+"""Optional metric sinks besides metrics.jsonl: TensorBoard and MLflow, one config key each
+(and W&B and trackio, in sinks_hosted.py).
 
 metrics.jsonl (RunDir.log_metrics) stays the record the report and resume read; a sink is a
 view of it for people who already watch runs in TensorBoard or MLflow. Each sink's package is
-imported only when its key is on, so a run without sinks pulls in nothing. Both sinks get the
+imported only when its key is on, so a run without sinks pulls in nothing. All sinks get the
 same numbers: finite ints and floats (bools as 0/1); strings, None, NaN and inf are left to
 metrics.jsonl (a gap in a chart rather than a broken axis).
 
@@ -13,12 +14,14 @@ MLflow cannot delete metric points: a re-logged step keeps its old point next to
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import time
 from pathlib import Path
 
 from aha.config import TrackingConfig
+from aha.tracking.sinks_hosted import TrackioSink, WandbSink
 
 INSTALL = "pip install 'aha[tracking]'"
 RUN_ID_FILE = "mlflow_run_id"
@@ -45,13 +48,24 @@ class Sinks:
 def open_sinks(tracking: TrackingConfig, run_path: Path, resume_step: int, run_name: str, params: dict) -> Sinks:
     """The sinks tracking switches on, for the run in run_path; resume_step is 0 at a fresh
     start, else the step the run resumes from (later steps of its earlier life are dropped).
-    params (the resolved config) are logged to MLflow once, when its run is created."""
-    sinks: list = []
-    if tracking.tensorboard:
-        sinks.append(TensorBoardSink(Path(run_path), resume_step))
-    if tracking.mlflow:
-        sinks.append(MlflowSink(tracking, Path(run_path), resume_step, run_name, params))
-    return Sinks(sinks)
+    params (the resolved config) go to MLflow once, when its run is created, and to W&B and
+    trackio at each start."""
+    run_path = Path(run_path)
+    openers = {"tensorboard": lambda: TensorBoardSink(run_path, resume_step),
+               "mlflow": lambda: MlflowSink(tracking, run_path, resume_step, run_name, params),
+               "wandb": lambda: WandbSink(tracking, run_path, resume_step, run_name, params),
+               "trackio": lambda: TrackioSink(tracking, run_path, resume_step, run_name, params)}
+    sinks = Sinks([])
+    try:
+        for key, opener in openers.items():
+            if getattr(tracking, key):
+                if key in ("wandb", "trackio"):  # their sinks import them: say first how to install them
+                    require(key, key)
+                sinks.sinks.append(opener())
+    except BaseException:
+        sinks.close()  # the sinks already open: no MLflow or W&B run is left running
+        raise
+    return sinks
 
 
 def numeric_scalars(record: dict) -> dict[str, float]:
@@ -76,6 +90,14 @@ def flatten(params: dict, prefix: str = "") -> dict[str, str]:
         else:
             flat[name] = str(value)
     return flat
+
+
+def require(key: str, package: str) -> None:
+    """Import package (a sink imports it again when it opens), or say how to install it."""
+    try:
+        importlib.import_module(package)
+    except ImportError as error:
+        raise missing(key, package, error) from error
 
 
 def missing(key: str, package: str, error: ImportError) -> ImportError:

@@ -98,3 +98,14 @@ def test_docs_python_md_runs_as_written(tmp_path, monkeypatch):
         exec(compile(block, "docs/python.md", "exec"), namespace)
     assert namespace["run"].steps == 3 and (tmp_path / "runs/from_python/checkpoints/step-3").is_dir()
     assert "reward/Brevity" in namespace["run2"].metrics[-2] and in_process == {}
+
+
+def test_several_learner_ranks_from_python(tmp_path):
+    """distributed.processes=2 starts torchrun as `aha train` does; a lambda cannot go there."""
+    settings = {**FAST, "train__steps": 1, "eval__before": False, "distributed__processes": 2}
+    with pytest.raises(ConfigError, match="python:reward exist only in this one"):
+        aha.train(reward=lambda c, s: 1.0, data=ROWS, output_dir=str(tmp_path / "no"), **settings)
+    assert not (tmp_path / "no").exists()
+    run = aha.train(reward=ends_in_answer, data=ROWS, output_dir=str(tmp_path / "two"), **settings)
+    assert [r["step"] for r in run.metrics if "reward/mean" in r] == [1] and run.accuracy_after is not None
+    assert [p.name for p in run.checkpoints] == ["step-1"]

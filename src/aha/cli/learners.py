@@ -18,12 +18,13 @@ from aha.config import Config, ConfigError
 from aha.ray_cluster import kill_actor, ray_module, release_ray, start_ray
 
 
-def train_on_ranks(config: Config, argv: list[str]) -> int:
+def train_on_ranks(config: Config, argv: list[str], env: dict | None = None, own_session: bool = False) -> int:
     """Train config: here (one process, or a rank of a torchrun already running), else on the
-    learner ranks the config asks for. argv: this command's arguments, run again on each rank.
-    Returns the exit status (torchrun's, where it started the ranks)."""
+    learner ranks the config asks for. argv: this command's arguments, run again on each rank;
+    env: the ranks' environment (default: this process's); own_session: see launch_ranks. Returns
+    the exit status (torchrun's, where it started the ranks)."""
     if config.distributed.processes > 1 and "WORLD_SIZE" not in os.environ:
-        return launch_ranks(config.distributed.processes, argv)
+        return launch_ranks(config.distributed.processes, argv, env, own_session)
     if config.ray.learner_workers > 1:
         train_on_ray(config)
         return 0
@@ -37,33 +38,36 @@ def train_on_ranks(config: Config, argv: list[str]) -> int:
     return 0
 
 
-def launch_ranks(processes: int, argv: list[str]) -> int:
+def launch_ranks(processes: int, argv: list[str], env: dict | None = None, own_session: bool = False) -> int:
     """`aha train` with distributed.processes=N: the same command on N learner ranks, started by
     torchrun on this machine (its rendezvous on a free local port). Returns torchrun's exit
-    status; a rank that fails is named in torchrun's report, with its error."""
+    status; a rank that fails is named in torchrun's report, with its error. own_session: torchrun
+    in a session of its own, which no terminal's Ctrl-C reaches, so this process passes SIGINT on
+    too (a notebook's interrupt reaches its kernel alone)."""
     import subprocess
 
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                "-m", "aha.cli", *argv]
     print(f"starting {processes} learner ranks: {' '.join(command[1:])}", flush=True)
-    status = wait_passing_signals(subprocess.Popen(command))
+    status = wait_passing_signals(subprocess.Popen(command, env=env, start_new_session=own_session), own_session)
     if status:
         print(f"aha train: the learner ranks stopped (exit status {status}); torchrun's report above names the rank "
               "that failed first and its error. train.resume=true continues from the last checkpoint", file=sys.stderr)
     return status
 
 
-def wait_passing_signals(child) -> int:
+def wait_passing_signals(child, pass_sigint: bool = False) -> int:
     """Wait for torchrun, passing on SIGTERM and SIGHUP (sent to this process alone by `timeout`,
     Kubernetes or a closed terminal): torchrun sends them to its ranks, which stop as on Ctrl-C. Ctrl-C
     itself reaches torchrun and the ranks from the terminal; this process neither kills torchrun for it
-    (as subprocess.call would) nor sends a second one, which would make the ranks stop at once."""
+    (as subprocess.call would) nor sends a second one, which would make the ranks stop at once, unless
+    pass_sigint (torchrun in a session of its own, which the terminal's Ctrl-C does not reach)."""
     import signal
 
     def pass_on(signum, frame):
         child.send_signal(signum)
 
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.SIG_IGN)}
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, pass_on if pass_sigint else signal.SIG_IGN)}
     previous.update({s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP)})
     try:
         return child.wait()

@@ -11,8 +11,10 @@ given are forgotten, and the signal handlers and log handlers it set are taken d
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +23,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from aha.api.lending import lent_again, python_rewards
 from aha.config import Config, ConfigError, from_dict, read_mapping
 from aha.eval.greedy import HeldOut, greedy_held_out
 from aha.models.checkpoints import list_checkpoints
-from aha.rewards.functions import IN_PROCESS, in_process
 from aha.tracking import RunDir
 from aha.training.loop import train as train_config
 
@@ -91,11 +93,13 @@ def train(config: str | Path | Config | dict | None = None, *, reward: Any = Non
     folder = Path(raw.get("output_dir") or Config.model_fields["output_dir"].default)
     fresh = not folder.exists()
     try:
-        with _python_rewards(raw, reward, echo) as lent:
+        with python_rewards(raw, reward, echo) as lent:
             _place_data(raw, raw.get("method") or "rl", folder, data, eval_data)
             reward_names = [f"reward[{i}]={spec['fn']!r}" for i, spec in enumerate(raw["reward"])] if reward else []
             config = from_dict(raw, source, names + reward_names)
             config._origin = (path, ())
+            if config.distributed.processes > 1 or config.ray.learner_workers > 1:
+                return _train_on_ranks(config, lent)
             with _rng_kept():
                 summary = train_config(config, echo=echo)
     finally:
@@ -103,6 +107,38 @@ def train(config: str | Path | Config | dict | None = None, *, reward: Any = Non
             shutil.rmtree(folder, ignore_errors=True)  # a launch that failed leaves no folder behind
     return Run(Path(summary.run_dir), config, summary.steps, summary.accuracy_before, summary.accuracy_after,
                summary.train_seconds, lent)
+
+
+def _train_on_ranks(config: Config, lent: dict) -> Run:
+    """Several learner ranks: `aha train` on the resolved config, as the command starts them
+    (torchrun's processes or Ray actors), then the Run read back from the run folder."""
+    import tempfile
+    import time
+
+    from aha.cli.learners import train_on_ranks
+    from aha.config import dump_config
+
+    if lent:
+        raise ConfigError(f"distributed.processes / ray.learner_workers start other processes, and the rewards "
+                          f"{', '.join(lent)} exist only in this one: give them importable names "
+                          "('module:function', a function at the top level of a module)")
+    began = time.time()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.yaml"
+        path.write_text(dump_config(config))
+        # the ranks import rewards by name as this process does: from its sys.path (a notebook's
+        # folder, pytest's test folders), not only from the installed packages
+        paths = [p for p in sys.path if p and Path(p).is_dir()]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+        status = train_on_ranks(config, ["train", str(path)], env, own_session=True)
+    if status:
+        raise RuntimeError(f"the learner ranks stopped (exit status {status}); the report above names the rank "
+                           f"that failed first; train__resume=True continues from {config.output_dir}'s last "
+                           "checkpoint")
+    evaluated = [r["eval/accuracy"] for r in RunDir(config.output_dir).read_metrics() if "eval/accuracy" in r]
+    before = evaluated[0] if evaluated and config.eval.before else None
+    after = evaluated[-1] if evaluated and config.eval.after else None
+    return Run(Path(config.output_dir), config, config.train.steps, before, after, time.time() - began)
 
 
 def evaluate(config: str | Path | Config | dict | Run | None = None, *, model: str | None = None,
@@ -120,7 +156,7 @@ def evaluate(config: str | Path | Config | dict | Run | None = None, *, model: s
     if data is not None:
         rows = _rows_file(data, Path(raw.get("output_dir") or "runs/default") / "data", "eval")
         raw["task"] = {**(raw.get("task") or {}), "data": rows, "eval_data": rows, "eval_fraction": None}
-    with _lent_again(rewards), _rng_kept():
+    with lent_again(rewards), _rng_kept():
         return greedy_held_out(from_dict(raw, source, names), str(checkpoint) if checkpoint else None, model)
 
 
@@ -165,78 +201,6 @@ def _merge(raw: dict, parts: list[str], value) -> None:
             _merge(node[leaf], [key], inner)
     else:
         node[leaf] = value
-
-
-def _reward_name(fn) -> str:
-    """A reward's short name in metrics: the function's or the class's."""
-    name = getattr(fn, "__name__", None) or type(fn).__name__
-    return name if name.isidentifier() else "reward"
-
-
-def _importable(fn) -> str | None:
-    """'module:function' where that names fn itself (a module-level function of an importable
-    module), so worker processes and a later `aha train` find it too; else None."""
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "." in qualname or "<" in qualname:
-        return None
-    import importlib
-
-    try:
-        return f"{module}:{qualname}" if getattr(importlib.import_module(module), qualname, None) is fn else None
-    except ImportError:
-        return None
-
-
-@contextmanager
-def _python_rewards(raw: dict, reward, echo):
-    """Put reward (see train) into raw as reward specs; the Python objects without an importable
-    name are lent to this process's reward lookup for the call, and run in this process (a note
-    says so where a spec asked for worker processes). Yields what it lent, by name."""
-    lent: dict[str, Callable] = {}
-    try:
-        if reward is not None:
-            raw["reward"] = [_reward_spec(item, lent, echo) for item in
-                             (reward if isinstance(reward, (list, tuple)) else [reward])]
-        yield lent
-    finally:
-        for name in lent:
-            in_process.pop(name, None)
-
-
-def _reward_spec(item, lent: dict, echo) -> dict:
-    spec = dict(item) if isinstance(item, dict) else {"fn": item}
-    fn = spec["fn"]
-    if isinstance(fn, type):  # a class: one object of it, made with no arguments
-        fn = fn()
-    if callable(fn):
-        spec.setdefault("name", _reward_name(fn))
-        spec["fn"] = _importable(fn) or _lend(fn, spec["name"], lent)
-        if spec["fn"].startswith(IN_PROCESS) and spec.get("workers"):
-            echo(f"note: reward {spec['name']!r} has no importable name (a lambda, or defined in a notebook or "
-                 f"__main__): it runs in this process, not in {spec['workers']} worker processes")
-            spec["workers"] = 0
-    return spec
-
-
-@contextmanager
-def _lent_again(rewards: dict[str, Callable]):
-    """A finished run's Python rewards, lent again for an evaluation of it."""
-    taken = [name for name in rewards if name not in in_process]
-    in_process.update({name: rewards[name] for name in taken})
-    try:
-        yield
-    finally:
-        for name in taken:
-            in_process.pop(name, None)
-
-
-def _lend(fn, name: str, lent: dict) -> str:
-    key, n = f"{IN_PROCESS}{name}", 1
-    while key in in_process:  # two rewards of one name, or a call within a call
-        n += 1
-        key = f"{IN_PROCESS}{name}#{n}"
-    in_process[key] = lent[key] = fn
-    return key
 
 
 def _place_data(raw: dict, method: str, folder: Path, data, eval_data) -> None:

@@ -131,14 +131,17 @@ def monitor(args) -> int:
 
     from aha.config import load_config
     from aha.tracking import RunDir
+    from aha.training.diagnosis import Diagnosis, format_diagnosis
     from aha.training.monitor import format_flags, replay_monitor
 
     folder = Path(args.run)
     if not (folder / "config.yaml").is_file() or not (folder / "metrics.jsonl").is_file():
         raise FileNotFoundError(f"{folder} is not a run folder (no config.yaml and metrics.jsonl)")
     config = load_config(folder / "config.yaml", args.overrides)
-    monitor = replay_monitor(config.monitor, RunDir(folder).read_metrics())
-    print(json.dumps(monitor.summary(), indent=1) if args.json else format_flags(monitor))
+    records = RunDir(folder).read_metrics()
+    monitor, diagnosis = replay_monitor(config.monitor, records), Diagnosis.replay(config.diagnosis, records)
+    print(json.dumps({**monitor.summary(), "diagnosis": diagnosis.summary()["flags"]}, indent=1) if args.json
+          else format_flags(monitor) + "\n" + format_diagnosis(diagnosis))
     return 0
 
 

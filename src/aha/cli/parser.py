@@ -45,7 +45,7 @@ def _train_and_measure(sub) -> None:
     au.add_argument("--threshold", type=float, default=0.5, help="a total reward >= this counts as accepted")
     au.add_argument("--examples", type=int, default=3, help="examples of each error kind to print")
     au.add_argument("--output", help="write the false positives and negatives to this JSONL file")
-    mo = sub.add_parser("monitor", help="replay a run's hacking monitor, e.g. with other thresholds")
+    mo = sub.add_parser("monitor", help="replay a run's hacking monitor and diagnosis, e.g. with other thresholds")
     mo.add_argument("run", help="a run folder (holding config.yaml and metrics.jsonl)")
     mo.add_argument("overrides", nargs="*", help="dotted overrides, e.g. monitor.gap_threshold=0.05")
     mo.add_argument("--json", action="store_true", help="print the summary as JSON")

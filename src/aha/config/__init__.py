@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_valid
 
 from aha.config.algorithm import AlgorithmConfig
 from aha.config.checks import config_problems
+from aha.config.diagnosis import DiagnosisConfig
 from aha.config.distributed import DistributedConfig, distributed_problems
 from aha.config.likelihood import LikelihoodRewardConfig, likelihood_problems
 from aha.config.method_sections import (
@@ -67,6 +68,7 @@ class Config(Strict):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     eval: EvalConfig = EvalConfig()
     monitor: MonitorConfig = MonitorConfig()
+    diagnosis: DiagnosisConfig = DiagnosisConfig()
     tracking: TrackingConfig = TrackingConfig()
     lora: LoraConfig = LoraConfig()
     ray: RayConfig = RayConfig()

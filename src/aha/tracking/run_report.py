@@ -2,7 +2,8 @@
 
 Plots of every logged series over steps (reward and its components, held-out accuracy,
 the hacking monitor, KL, entropy, clip fraction, length, loss, gradient norm, time), the
-monitor's flags drawn where their condition began, a few logged samples, and the eval
+monitor's flags drawn where their condition began, the warnings (with the training
+diagnosis's flags, from diagnosis.json), a few logged samples, and the eval
 reports (`aha eval --samples --out RUN/eval`) of the run if there are any. The training
 loop writes it when a run ends; the command rebuilds it at any time, also mid-run.
 """
@@ -91,9 +92,24 @@ def failure_counts(record: dict) -> dict[str, int]:
     return {k[len(FAILURE_PREFIX):]: int(v) for k, v in record.items() if k.startswith(FAILURE_PREFIX) and v}
 
 
-def _alarms_section(metrics: list[dict]) -> str:
+def _diagnosis_items(run: Path) -> list[str]:
+    """The training diagnosis's flags (diagnosis.json, training/diagnosis.py): each with the step
+    it began, what it means and what users usually change."""
+    path = run / "diagnosis.json"
+    found = _read_file(path, json.loads, "JSON") if path.is_file() else {}
+    flags = found.get("flags", {}) if isinstance(found, dict) else None
+    keys = {"step", "detail", "meaning", "advice"}
+    if not isinstance(flags, dict) or not all(isinstance(f, dict) and keys <= set(f) for f in flags.values()):
+        raise RunReportError(f"{path}: not the mapping a run writes")
+    e = html.escape
+    return [f"<li><b>{e(name)}</b> from step {e(str(f['step']))} ({e(str(f['detail']))}): {e(str(f['meaning']))}. "
+            f"Usually: {e(str(f['advice']))}</li>" for name, f in flags.items()]
+
+
+def _alarms_section(metrics: list[dict], diagnosis: list[str] = ()) -> str:
     """The run's silent failures, said at the top: steps whose reward failed on some samples,
-    steps that trained nothing, optimizer steps dropped for a non-finite loss or gradient."""
+    steps that trained nothing, optimizer steps dropped for a non-finite loss or gradient, and
+    the diagnosis's flags."""
     steps = [r for r in metrics if "reward/mean" in r]
     items = []
     order = [r["step"] for r in steps]
@@ -120,6 +136,7 @@ def _alarms_section(metrics: list[dict]) -> str:
         if skipped:
             items.append(f"<li><b>{what} updates skipped</b> (non-finite loss or gradient) in {len(skipped)} steps, "
                          f"first at step {skipped[0]}</li>")
+    items += diagnosis
     return f'<div class="flag"><h2>Warnings</h2><ul>{"".join(items)}</ul></div>' if items else ""
 
 
@@ -184,7 +201,7 @@ def run_report_html(run: Path, eval_reports: list[Path] = ()) -> str:
         parts.append(f'<div class="flag"><h2>Hacking monitor flags</h2><ul>{items}</ul></div>')
     elif monitor:
         parts.append("<p>Hacking monitor: no flags.</p>")
-    parts.append(_alarms_section(metrics))
+    parts.append(_alarms_section(metrics, _diagnosis_items(run)))
     parts.append(_headline_table(data))
     plots = []
     for panel in PANELS:

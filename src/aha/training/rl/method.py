@@ -18,6 +18,8 @@ from aha.tasks import Task, check_answers, encode_prompts
 from aha.tasks.schedule import build_sampler
 from aha.tracking.run_dir import GROUPS_FILE, append_jsonl
 from aha.training.alarms import Alarms
+from aha.training.diagnosis import FILE as DIAGNOSIS_FILE
+from aha.training.diagnosis import Diagnosis
 from aha.training.method import Method, Setup, set_hyperparameters
 from aha.training.monitor import HackingMonitor, check_format_components, format_flags, replay_monitor
 from aha.training.optimizer import build_optimizer
@@ -150,6 +152,7 @@ class RLMethod(Method):
             self.modules["online_rm"] = self.online_rm.learned.model
             self.optimizers["online_rm"] = self.online_rm.optimizer
         self.alarms = Alarms(config.train.max_idle_steps)
+        self.diagnosis = Diagnosis(config.diagnosis)
         self.ahead: deque[Ahead] = deque()  # asynchronous RL: rounds submitted for later steps
         # asynchronous RL after a resume: the prompts of the rounds that were in flight at the
         # checkpoint, sampled again (on the restored weights) before any new prompt
@@ -241,6 +244,7 @@ class RLMethod(Method):
             self.length.load_state(state["length_shaping"])
         self.run_state.monitor = replay_monitor(self.config.monitor, metrics)  # its series are all in the metrics
         self.run_state.monitor.gold = self.gold
+        self.diagnosis = Diagnosis.replay(self.config.diagnosis, metrics)
 
     def apply_hyperparameters(self) -> None:
         _apply_hyperparameters(self.learner, self.config)
@@ -254,6 +258,8 @@ class RLMethod(Method):
         self.sampler.outcomes = []
         self.alarms.observe(record, self.setup.reward.first_errors, echo)
         self.run_state.monitor.write(self.setup.run_path / "monitor.json")
+        self.diagnosis.observe(record, echo)
+        self.diagnosis.write(self.setup.run_path / DIAGNOSIS_FILE)
 
     def postfix(self, record: dict) -> dict:
         shown = {"reward": f"{record['reward/mean']:.2f}",
@@ -268,3 +274,6 @@ class RLMethod(Method):
             echo(line)
         if self.run_state.monitor.flags:
             echo(format_flags(self.run_state.monitor) + f" (details: {self.setup.run_path / 'monitor.json'})")
+        if self.diagnosis.flags:
+            echo("diagnosis: " + ", ".join(f"{f.name} from step {f.step}" for f in self.diagnosis.flags.values())
+                 + f" (details: {self.setup.run_path / DIAGNOSIS_FILE})")

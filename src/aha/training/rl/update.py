@@ -27,6 +27,8 @@ from aha.training.optimizer import guarded_step
 from aha.training.rl.batch import Batch, group_rows
 
 log = logging.getLogger(__name__)
+# mean |log pi_trainer - log pi_engine| over the sampled tokens, before any update of the step
+GAP = "logprobs/engine_trainer_abs_diff"
 
 
 @dataclass
@@ -171,6 +173,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
     # the reference's log-probs came with the batch (rank 0 computes them: other ranks hold no reference)
     kl_in_loss = batch.ref_logprobs is not None and algo.kl_in == "loss"
     totals = dict.fromkeys(["loss/total", "loss/policy", "policy/clip_frac", "policy/ratio_mean", "kl/old", "entropy",
+                            GAP,
                             *(["loss/kl", "kl/ref"] if kl_in_loss else []),
                             *(["loss/value", "value/clip_frac"] if learner.critic is not None else [])], 0.0)
     model, ranks = learner.updated, shape.ranks
@@ -213,6 +216,7 @@ def _optimizer_step(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape
         totals["policy/clip_frac"] += batch_mean(clipped)
         totals["policy/ratio_mean"] += batch_mean(torch.exp(logp - old))
         totals["kl/old"] += batch_mean(kl_estimate(logp, old, "k3"))
+        totals[GAP] += batch_mean((logp.detach() - ro.sampling_logprobs[sl, :width]).abs())
     totals = _apply_gradients(learner, summed(totals, ranks), max_grad_norm, ranks)
     totals["tokens/trained"] = int(norm.num_tokens)
     return totals
@@ -261,5 +265,10 @@ def policy_update(learner: Learner, batch: Batch, algo: AlgorithmConfig, shape: 
         if key in metrics:  # a count of optimizer steps, not a mean
             metrics[key] = sum(s[key] for s in steps)
     metrics["loss/total_first_step"] = steps[0]["loss/total"]
+    # the first optimizer step's alone: after it the policy is no longer the one that sampled (with
+    # old_logprobs=trainer, prepare measured it over the whole batch)
+    del metrics[GAP]
+    if algo.old_logprobs == "engine":
+        metrics[GAP] = steps[0][GAP]
     metrics["optimizer_steps"] = len(steps)
     return metrics

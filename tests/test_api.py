@@ -109,3 +109,10 @@ def test_several_learner_ranks_from_python(tmp_path):
     run = aha.train(reward=ends_in_answer, data=ROWS, output_dir=str(tmp_path / "two"), **settings)
     assert [r["step"] for r in run.metrics if "reward/mean" in r] == [1] and run.accuracy_after is not None
     assert [p.name for p in run.checkpoints] == ["step-1"]
+
+
+def test_a_run_forecast_over_the_machines_memory_is_refused_from_python_too(tmp_path):
+    with pytest.raises(ConfigError, match="forecast peak memory.*rollout.group_size"):
+        aha.train(data=ROWS, output_dir=str(tmp_path / "huge"), **{**FAST, "rollout__group_size": 100000,
+                                                                    "model": "smollm2-135m"})
+    assert not (tmp_path / "huge").exists()

@@ -27,6 +27,7 @@ from aha.api.lending import lent_again, python_rewards
 from aha.config import Config, ConfigError, from_dict, read_mapping
 from aha.eval.greedy import HeldOut, greedy_held_out
 from aha.models.checkpoints import list_checkpoints
+from aha.perf.fit import check_before_training
 from aha.tracking import RunDir
 from aha.training.loop import train as train_config
 
@@ -101,6 +102,7 @@ def train(config: str | Path | Config | dict | None = None, *, reward: Any = Non
             if config.distributed.processes > 1 or config.ray.learner_workers > 1:
                 return _train_on_ranks(config, lent)
             with _rng_kept():
+                check_before_training(config)  # train.memory_check, as `aha train` does, before the model loads
                 summary = train_config(config, echo=echo)
     finally:
         if fresh and folder.exists() and not (folder / "config.yaml").exists():

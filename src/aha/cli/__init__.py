@@ -1,4 +1,4 @@
-"""The `aha` command: train, eval, audit, monitor, report, bench, export, select, data.
+"""The `aha` command: train, eval, audit, monitor, report, bench, plan, export, select, data.
 Arguments in cli/parser.py, what each command does in cli/commands.py."""
 
 from __future__ import annotations

@@ -14,9 +14,13 @@ def with_config(args) -> int:
 
     search = [f"eval.search={args.search}"] if getattr(args, "search", None) else []  # aha eval --search X
     config = load_config(args.config, args.overrides + task_override(getattr(args, "task", None)) + search)
+    if args.command == "plan":
+        return plan(config, args)
     if args.command == "train":
         from aha.cli.learners import train_on_ranks
+        from aha.perf.fit import check_before_training
 
+        check_before_training(config)  # train.memory_check: a run forecast over the machine's memory stops here
         return train_on_ranks(config, args.argv)
     if args.command == "audit":
         audit(config, args)
@@ -70,6 +74,25 @@ def bench(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
+
+
+def plan(config, args) -> int:
+    """`aha plan`: the forecast's table and verdict (perf/fit.py); exit status 1 when it will
+    not fit in this machine's memory."""
+    import json
+    from dataclasses import asdict
+
+    from aha.perf.fit import make_plan, plan_report
+
+    found = make_plan(config, with_time=not args.memory_only)
+    if args.json:
+        f = found.forecast
+        print(json.dumps({"peak_bytes": f.peak_bytes, "step_seconds": f.step_seconds, "seconds": f.seconds,
+                          "terms": [asdict(t) for t in f.terms], "notes": f.notes, "total_bytes": found.total,
+                          "available_bytes": found.available, "fitting": found.fitting}, indent=1))
+    else:
+        print(plan_report(found))
+    return 1 if found.total and found.forecast.peak_bytes > found.total else 0
 
 
 def task_override(task: str | None) -> list[str]:

@@ -1,5 +1,5 @@
 """The `aha` command's arguments: one subcommand each for train, eval, audit, monitor, report,
-bench, export, select and data."""
+bench, plan, export, select and data."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _train_and_measure(sub) -> None:
 
 
 def _tools(sub) -> None:
-    """bench, export, select, data."""
+    """bench, plan, export, select, data."""
     be = sub.add_parser("bench", help="time the same GRPO setting in aha and in TRL's GRPOTrainer, alternating")
     be.add_argument("config", help="YAML config of the setting, e.g. configs/quickstart.yaml")
     be.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rollout.engine=hf")
@@ -65,6 +65,13 @@ def _tools(sub) -> None:
     be.add_argument("--pairs", type=int, default=3, help="aha / TRL pairs, run one after the other")
     be.add_argument("--no-trl", action="store_true", help="time aha alone (no TRL needed)")
     be.add_argument("--json", metavar="PATH", help="also write every number to this JSON file")
+    pl = sub.add_parser("plan", help="forecast a config's peak memory and step time on this machine, before "
+                                     "anything loads, and what to change when it will not fit")
+    pl.add_argument("config", help="YAML config, e.g. configs/quickstart.yaml")
+    pl.add_argument("overrides", nargs="*", help="dotted overrides, e.g. rollout.group_size=16")
+    pl.add_argument("--memory-only", action="store_true", help="skip the step time (which measures this machine's "
+                    "costs once, about 10 s, then reads them from the cache)")
+    pl.add_argument("--json", action="store_true", help="print every term as JSON")
     ex = sub.add_parser("export", help="write a run's checkpoint as a Hugging Face model folder (LoRA adapters merged)")
     ex.add_argument("run", help="a run folder (its newest checkpoint) or a checkpoints/step-N folder")
     ex.add_argument("out", help="the folder to write: safetensors weights, config, tokenizer and chat template")

@@ -241,6 +241,9 @@ class TrainConfig(Strict):
     allow_config_change: bool = Field(False, description="resume a run whose config.yaml differs in keys that change "
                                                          "what is trained (not model); the change and its step go to "
                                                          "config_history.jsonl")
+    memory_check: Literal["refuse", "warn", "ignore"] = Field("refuse", description="before the model loads, the "
+            "run's peak memory is forecast (`aha plan`): refuse stops a run forecast over the machine's whole memory "
+            "(naming the setting to lower) and warns over the memory free now; warn only warns; ignore: no forecast")
 
 
 class CurriculumConfig(Strict):

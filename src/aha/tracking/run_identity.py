@@ -16,7 +16,7 @@ ALLOWED = frozenset({
     "train.steps", "train.resume", "train.allow_config_change", "train.checkpoint_every", "train.keep_checkpoints",
                      "train.keep_best",
     "train.log_samples", "train.report", "train.max_reward_failure_rate", "train.max_idle_steps",
-                     "train.micro_batch_size", "rollout.batch_size",
+                     "train.micro_batch_size", "rollout.batch_size", "train.memory_check",
     "rm.eval_data",  # a reward model's held-out pairs are only scored
 })
 # (ray.*: where the samples are drawn, not what they are drawn from; distributed.*: how many

@@ -40,6 +40,7 @@ def signal_at(monkeypatch, at: int, signum: int):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_finish_the_step_save_and_say_how_to_resume(tmp_path, monkeypatch, signum):
     signal_at(monkeypatch, 2, signum)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     lines = []
     with pytest.raises(TrainingInterrupted) as stop:
         train(tiny_config(tmp_path, "run", *FAST, "train.steps=4"), echo=lines.append)
@@ -51,7 +52,7 @@ def test_sigterm_and_sighup_finish_the_step_save_and_say_how_to_resume(tmp_path,
     assert "training interrupted after step 2" in (run / "log.txt").read_text()
     assert [r["step"] for r in metrics(run) if "reward/mean" in r] == [1, 2]
     # the handlers are the ones before the run: a library leaves no signal handler behind
-    assert signal.getsignal(signum) is signal.SIG_DFL and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
 
 
 def test_a_second_signal_stops_at_once(tmp_path, monkeypatch):
@@ -152,8 +153,50 @@ def test_the_torchrun_launcher_passes_sigterm_on_and_keeps_its_child_on_ctrl_c()
         assert child.poll() is None
         os.kill(os.getpid(), signal.SIGTERM)
 
+    before = signal.getsignal(signal.SIGTERM)
     thread = threading.Thread(target=signals)
     thread.start()
-    assert wait_passing_signals(child) == 7
+    assert wait_passing_signals(child) == (7, signal.SIGINT)  # its status, and the first stop signal
     thread.join()
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_the_process_was_told_to_ignore_stays_ignored():
+    """`nohup aha train` ignores SIGHUP: the run must not start heeding it."""
+    from aha.training.interrupt import DeferredInterrupt, StopSignals
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with StopSignals(), DeferredInterrupt(QUIET):
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_stop_signal_inside_a_reward_is_not_the_rewards_failure():
+    """A reward contains its own failures (KeyboardInterrupt too), but not SIGTERM stopping the run."""
+    from aha.errors import SignalStop
+    from aha.rewards.calls import call_guarded
+
+    def reward():
+        raise SignalStop(signal.SIGTERM)
+
+    with pytest.raises(SignalStop):
+        call_guarded(reward)
+    assert call_guarded(lambda: (_ for _ in ()).throw(KeyboardInterrupt())).error is not None
+
+
+def test_sigterm_to_aha_train_on_two_ranks_saves_and_exits_143(tmp_path):
+    run = tmp_path / "run"
+    process = aha_train(run, "train.steps=100000", "eval.before=false", "eval.after=false",
+                        "distributed.processes=2")
+    wait_for(lambda: (run / "metrics.jsonl").exists() and (run / "metrics.jsonl").read_text().count("\n") >= 1,
+             process, seconds=240)
+    process.send_signal(signal.SIGTERM)  # to the launcher alone, as `timeout` or Kubernetes send it
+    output, _ = process.communicate(timeout=180)
+    assert process.returncode == 128 + signal.SIGTERM, output
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(int(p.name.split("-")[1]) for p in (run / "checkpoints").iterdir()) == [steps[-1]]
+    assert "AttributeError" not in output and "train.resume=true" in output and not (run / "run.lock").exists()

@@ -49,28 +49,50 @@ def launch_ranks(processes: int, argv: list[str], env: dict | None = None, own_s
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                "-m", "aha.cli", *argv]
     print(f"starting {processes} learner ranks: {' '.join(command[1:])}", flush=True)
-    status = wait_passing_signals(subprocess.Popen(command, env=env, start_new_session=own_session), own_session)
+    # own_session: no terminal's signal reaches torchrun, so it must end with this process (a
+    # notebook's kernel that dies or restarts) rather than train on alone
+    dies_with_us = _die_with_parent if own_session and sys.platform.startswith("linux") else None
+    child = subprocess.Popen(command, env=env, start_new_session=own_session, preexec_fn=dies_with_us)
+    status, stopped_by = wait_passing_signals(child, own_session)
+    if status and stopped_by is not None:  # the ranks stopped as told, each saying so: not a failure
+        return 128 + stopped_by
     if status:
         print(f"aha train: the learner ranks stopped (exit status {status}); torchrun's report above names the rank "
               "that failed first and its error. train.resume=true continues from the last checkpoint", file=sys.stderr)
     return status
 
 
-def wait_passing_signals(child, pass_sigint: bool = False) -> int:
-    """Wait for torchrun, passing on SIGTERM and SIGHUP (sent to this process alone by `timeout`,
+def _die_with_parent() -> None:
+    """In torchrun's process before it starts: SIGTERM it when its parent dies (Linux's prctl)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+
+
+def wait_passing_signals(child, pass_sigint: bool = False) -> tuple[int, int | None]:
+    """Wait for torchrun (returns its exit status and the first stop signal this process got, or
+    None), passing on SIGTERM and SIGHUP (sent to this process alone by `timeout`,
     Kubernetes or a closed terminal): torchrun sends them to its ranks, which stop as on Ctrl-C. Ctrl-C
     itself reaches torchrun and the ranks from the terminal; this process neither kills torchrun for it
     (as subprocess.call would) nor sends a second one, which would make the ranks stop at once, unless
     pass_sigint (torchrun in a session of its own, which the terminal's Ctrl-C does not reach)."""
     import signal
+    import threading
+
+    stopped_by: list[int] = []
 
     def pass_on(signum, frame):
-        child.send_signal(signum)
+        stopped_by.append(signum)
+        if signum != signal.SIGINT or pass_sigint:
+            child.send_signal(signum)
 
-    previous = {signal.SIGINT: signal.signal(signal.SIGINT, pass_on if pass_sigint else signal.SIG_IGN)}
-    previous.update({s: signal.signal(s, pass_on) for s in (signal.SIGTERM, signal.SIGHUP)})
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # elsewhere Python handles no signal
+        previous = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                    if signal.getsignal(s) != signal.SIG_IGN}  # nohup's SIGHUP stays ignored
     try:
-        return child.wait()
+        return child.wait(), (stopped_by[0] if stopped_by else None)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -24,6 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
+from aha.errors import SignalStop
 from aha.rewards.functions import Logged, StepScores
 
 TOKENS = "completion_tokens"
@@ -87,6 +88,8 @@ def call_guarded(fn: Callable, *args, **kwargs) -> Outcome:
     """fn's value, or whatever it raised as the error: a reward must not stop the run."""
     try:
         return Outcome(value=fn(*args, **kwargs))
+    except SignalStop:  # SIGTERM or SIGHUP stopping the run, raised by aha's handler, never the reward's
+        raise
     except BaseException as err:  # noqa: BLE001 - SystemExit and the rest are failures too (SigintWatch)
         return Outcome(error=describe(err))
 

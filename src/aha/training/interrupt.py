@@ -10,6 +10,7 @@ import shlex
 import signal
 import threading
 
+from aha.errors import SignalStop
 from aha.models.checkpoints import checkpoint_step, list_checkpoints
 from aha.tracking import RunDir
 
@@ -26,14 +27,6 @@ class TrainingInterrupted(KeyboardInterrupt):
 
     def __str__(self) -> str:
         return self.message
-
-
-class SignalStop(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where Ctrl-C would raise a KeyboardInterrupt."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 def _raise_stop(signum, frame) -> None:
@@ -72,15 +65,21 @@ def interrupted_message(run: RunDir, where: str, saved: int | None, config=None)
             f"{resume_command(config, run)} (output_dir {run.path})")
 
 
+def heeded(signals) -> list:
+    """The signals to handle here: none outside the main thread (Python handles signals there
+    only), and not one this process was told to ignore (`nohup` ignores SIGHUP)."""
+    if threading.current_thread() is not threading.main_thread():
+        return []
+    return [s for s in signals if signal.getsignal(s) != signal.SIG_IGN]
+
+
 class StopSignals:
     """Within it, SIGTERM and SIGHUP raise as Ctrl-C does (a SignalStop, a KeyboardInterrupt), so a
     run they stop ends as an interrupted one, not silently; the previous handlers come back on exit.
     Outside the main thread (a notebook's worker, a test's thread) it does nothing."""
 
     def __enter__(self) -> "StopSignals":
-        self._previous = {}
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, _raise_stop) for s in STOP_SIGNALS[1:]}
+        self._previous = {s: signal.signal(s, _raise_stop) for s in heeded(STOP_SIGNALS[1:])}
         return self
 
     def __exit__(self, *exc) -> None:
@@ -97,14 +96,13 @@ class DeferredInterrupt:
         self.signum = signal.SIGINT
 
     def __enter__(self) -> "DeferredInterrupt":
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
+        self._previous = {s: signal.signal(s, self._handle) for s in heeded(STOP_SIGNALS)}
         return self
 
     def _handle(self, signum, frame) -> None:
         self.requested, self.signum = True, signum
-        for s in STOP_SIGNALS:  # the next one, of any kind, stops at once
-            signal.signal(s, _raise_stop)
+        for s in self._previous:  # the next one, of any kind, stops at once
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else _raise_stop)
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         self._echo(f"\n{name}: finishing this step and saving a checkpoint (Ctrl-C again to stop at once)")
 

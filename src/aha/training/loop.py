@@ -79,6 +79,10 @@ def train(config: Config, echo=print) -> TrainSummary:
                 summary = _train_main(config, echo, ranks)
             else:
                 summary = _train(config, None, [], {}, lambda *_: None, ranks)
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt as err:  # another rank, outside the steps: rank 0 says how to resume
+        raise TrainingInterrupted(f"learner rank {ranks.rank} stopped", stop_code(err)) from err
     except RuntimeError as err:
         if ranks.distributed and "Timed out" in str(err):  # gloo's and NCCL's words for a collective's timeout
             waited = config.distributed.timeout_s

@@ -245,6 +245,8 @@ class Run:
                 self.save(step)
             where = f"during step {step}" if in_step else f"after step {step}"
             code = 128 + interrupt.signum if interrupt.requested else stop_code(err)
+            if not self.main:  # rank 0 says how to resume; the run folder is its
+                raise TrainingInterrupted(f"learner rank {self.ranks.rank} stopped {where}", code) from err
             raise TrainingInterrupted(interrupted_message(folder, where, self.saved, config), code) from err
         bar.close()
 

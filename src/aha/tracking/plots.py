@@ -102,7 +102,8 @@ def same_lines(names: list[str], data: dict) -> list[list[str]]:
     groups: dict[tuple, list[str]] = {}
     for name in names:
         steps, values = data[name]
-        groups.setdefault((tuple(steps), tuple(values)), []).append(name)
+        same = tuple("nan" if value != value else value for value in values)  # NaN equals no NaN
+        groups.setdefault((tuple(steps), same), []).append(name)
     return list(groups.values())
 
 

@@ -106,7 +106,8 @@ def test_a_row_with_its_own_task_field_is_refused(tmp_path):
 
 @pytest.mark.parametrize("raw, message", [
     ({"task": {"name": "sorting", "mixture": [{"name": "cycle"}]}}, "task.name: with task.mixture, set these on each"),
-    ({"task": {"mixture": [{"name": "cycle", "few_shot": []}]}}, "few_shot: set on task .the whole mixture."),
+    ({"task": {"mixture": [{"name": "cycle", "few_shot": [{"prompt": "1+1?", "answer": "2"}]}]}},
+     "few_shot: set on task .the whole mixture."),
     ({"task": {"mixture": [{"name": "cycle"}, {"name": "cycle"}]}}, r"task.mixture\[1\]: a second task named 'cycle'"),
     ({"task": {"mixture": [{"name": "cycle"}], "weights_schedule": [{"step": 2, "weights": [1, 1]}]}},
      r"task.weights_schedule\[0\].weights: 2 weights for 1 tasks"),

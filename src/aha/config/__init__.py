@@ -96,6 +96,7 @@ class Config(Strict):
         """A built-in task trains on its own verifier unless the config names a reward."""
         if "reward" not in self.model_fields_set and self.task.data is None and self.task.name in BUILT_IN_TASKS:
             self.reward = [RewardSpec(fn=BUILT_IN_TASKS[self.task.name])]
+            self.model_fields_set.discard("reward")  # derived, not given: a Config given to aha.train derives it anew
         fill_mixture_rewards(self)  # each task of task.mixture scores with its own list
         return self
 
@@ -107,6 +108,7 @@ class Config(Strict):
         own_data = own_training_data(self) in ("dpo.data", "sft.data")
         if own_data and "task" not in self.model_fields_set and "greedy" not in self.eval.model_fields_set:
             self.eval.greedy = False
+            self.eval.model_fields_set.discard("greedy")  # derived, as the reward above
         return self
 
     @model_validator(mode="after")
@@ -198,13 +200,14 @@ def suggestion(location: tuple) -> str:
     return f" (did you mean {'.'.join(path + close)}?)" if close else ""
 
 
-def _blame(location: tuple, source: str, overrides: typing.Sequence[str]) -> str:
+def _blame(location: tuple, source: str, overrides: typing.Sequence[str], unknown: bool = False) -> str:
     """Where the value at location came from: the last command-line override that set it or a
-    section above it, else the file (source)."""
+    section above it (or, for an unknown key, made it: trian.steps=3 makes trian), else the file
+    (source). An override of a key within location (a section's check) set only part of it."""
     loc = [str(p) for p in location]
     for item in reversed(overrides):
         parts = item.split("=", 1)[0].strip().split(".")
-        if parts[: len(loc)] == loc[: len(parts)]:
+        if loc[: len(parts)] == parts or (unknown and parts[: len(loc)] == loc):
             return f"the override {item!r}"
     return source
 
@@ -213,7 +216,7 @@ def _describe(err: ValidationError, source: str, overrides: typing.Sequence[str]
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
-        where = _blame(e["loc"], source, overrides)
+        where = _blame(e["loc"], source, overrides, e["type"] == "extra_forbidden")
         if not key:  # a check across keys: its message names them
             lines.append(f"config in {source}: {e['msg'].removeprefix('Value error, ')}")
         elif e["type"] == "extra_forbidden":

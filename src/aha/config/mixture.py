@@ -37,7 +37,7 @@ class MixtureTask(TaskConfig):
 
     @model_validator(mode="after")
     def _own_keys(self):
-        shared = [key for key in SHARED_KEYS if key in self.model_fields_set]
+        shared = changed(self, SHARED_KEYS)
         if shared:
             raise ValueError(f"{', '.join(shared)}: set on task (the whole mixture), not on one task of task.mixture")
         if self.stream:
@@ -89,6 +89,15 @@ def fill_mixture_rewards(config) -> None:
             entry.reward = [RewardSpec(fn=BUILT_IN_TASKS[entry.name])]
         else:
             entry.reward = [spec.model_copy() for spec in config.reward]
+        entry.model_fields_set.discard("reward")  # derived, not given (see Config._task_reward)
+
+
+def changed(section, keys) -> list[str]:
+    """The keys set in section to other than their defaults: a config.yaml (dump_config) holds every
+    key, at its default where the user set none."""
+    fields = type(section).model_fields
+    return [key for key in keys if key in section.model_fields_set
+            and getattr(section, key) != fields[key].get_default(call_default_factory=True)]
 
 
 # keys of the task section that a mixture leaves to its entries
@@ -118,7 +127,7 @@ def mixture_problems(config) -> list[str]:
     problems = []
     if config.method != "rl":
         problems.append(f"task.mixture trains several tasks by online RL: method=rl only (method is {config.method})")
-    top = [key for key in ENTRY_ONLY if key in task.model_fields_set]
+    top = changed(task, ENTRY_ONLY)
     if top:
         problems.append(f"task.{', task.'.join(top)}: with task.mixture, set these on each task of the mixture "
                         "(task.mixture[i].<key>)")

@@ -11,6 +11,8 @@ import inspect
 import math
 import numbers
 import sys
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -98,19 +100,37 @@ def _import_module(module: str, base_dir: Path):
 
 # Python objects handed to aha.train (a lambda, a function of a notebook, a callable object): they have
 # no importable name, so the config names them python:<name> and they are looked up here, in this
-# process only, while that call runs (aha/api.py adds and removes them)
+# process only, in the table of the call that was given them (aha/api/lending.py lends them for the
+# call). A table a call: one call within another (a reward that trains) or in another thread has its own,
+# so a name in config.yaml depends on that call alone, and the same call again resolves it alike.
 IN_PROCESS = "python:"
-in_process: dict[str, Callable] = {}
+_lent: ContextVar[dict[str, Callable] | None] = ContextVar("aha_python_rewards", default=None)
+
+
+@contextmanager
+def lending(rewards: dict[str, Callable]):
+    """Within it (this thread, this call), python:<name> resolves to rewards[name]."""
+    token = _lent.set(dict(rewards))
+    try:
+        yield
+    finally:
+        _lent.reset(token)
+
+
+def lent() -> dict[str, Callable]:
+    """The Python objects lent to the running call, by name (empty outside one)."""
+    return dict(_lent.get() or {})
 
 
 def resolve_function(path: str, key: str = "reward.fn", base_dir: str | Path = ".") -> Callable:
     """'module:function' or 'file.py:function' -> the callable; errors name the config key."""
     if path.startswith(IN_PROCESS):
-        if path not in in_process:
+        table = _lent.get() or {}
+        if path not in table:
             raise RewardError(f"{key}: {path!r} names a Python object handed to aha.train in another call or "
                               "process; it exists only while that call runs: pass it again (aha.train(..., "
                               "reward=[...])), or give it an importable name ('module:function')")
-        return in_process[path]
+        return table[path]
     path = SHORT_NAMES.get(path, path)
     module, sep, attr = path.rpartition(":")
     if not sep or not module or not attr:

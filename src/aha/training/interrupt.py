@@ -12,6 +12,7 @@ import threading
 
 from aha.errors import SignalStop
 from aha.models.checkpoints import checkpoint_step, list_checkpoints
+from aha.rewards.functions import IN_PROCESS
 from aha.tracking import RunDir
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -46,12 +47,24 @@ def stop_code(err: BaseException) -> int:
 
 def resume_command(config, run: RunDir) -> str:
     """The command that continues the run: the user's own file and overrides where the config came
-    from a file (config.origin), else the run's config.yaml, which holds every setting it ran with."""
+    from a file (config.origin), else the run's config.yaml, which holds every setting it ran with;
+    a run with Python rewards lent by aha.train (python:<name>) resumes only from that call."""
+    lent = sorted({spec.fn for spec in _reward_specs(config) if (spec.fn or "").startswith(IN_PROCESS)})
+    if lent:
+        return (f"the same aha.train(...) call with train__resume=True (its Python rewards {', '.join(lent)} exist "
+                "only in that call; `aha train` cannot find them)")
     path, overrides = getattr(config, "origin", (None, ()))
     if path is None:
         path, overrides = str(run.path / "config.yaml"), ()
     kept = [o for o in overrides if not o.replace(" ", "").startswith("train.resume=")]
     return shlex.join(["aha", "train", path, *kept, "train.resume=true"])
+
+
+def _reward_specs(config) -> list:
+    """Every reward component of config: the run's and each mixture task's (none without a config)."""
+    if config is None:
+        return []
+    return [*config.reward, *(spec for entry in config.task.mixture for spec in entry.reward or ())]
 
 
 def interrupted_message(run: RunDir, where: str, saved: int | None, config=None) -> str:

@@ -22,7 +22,7 @@ def test_the_policy_gets_lora_dropout_and_adapters_on_every_linear_but_the_head(
     wrong default for lora.target_modules (documented: all-linear, every Linear but the LM head)."""
     config = tiny_config(tmp_path, "run", "lora.rank=4", "lora.dropout=0.25")
     assert config.lora.target_modules == "all-linear"
-    model, _, _ = _load_policy(config, SimpleNamespace(train=[], eval=[]))
+    model, _, _ = _load_policy(config, SimpleNamespace(name="t", train=[], eval=[]))
     layers = lora_layers(model)
     assert {name.rpartition(".")[2] for name, _ in layers} == LINEARS
     linears = [n for n, m in load("tiny").model.named_modules() if isinstance(m, torch.nn.Linear) and n != "lm_head"]

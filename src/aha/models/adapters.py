@@ -117,7 +117,10 @@ def _refuse_other_hub_base(model: torch.nn.Module, folder: Path) -> None:
     were trained on (a branch that moved on the Hub) would train them on other weights."""
     ours = model.peft_config["default"]
     ours = f"{ours.base_model_name_or_path}@{ours.revision}" if ours.revision else ours.base_model_name_or_path
-    theirs = adapter_base(folder)
+    try:
+        theirs = adapter_base(folder)
+    except ValueError:  # adapters made in code name no base: nothing to compare (the fit is checked next)
+        return
     pinned = [parse(b) for b in (ours, theirs) if b and not Path(b).expanduser().is_dir()]
     if len(pinned) == 2 and all(p and p[1] for p in pinned) and ours != theirs:
         raise ModelNotFound(f"{folder}: its adapters were trained on the Hub model {theirs}, but the run's model "

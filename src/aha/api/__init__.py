@@ -11,7 +11,6 @@ given are forgotten, and the signal handlers and log handlers it set are taken d
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -32,6 +31,7 @@ from aha.api.lending import lent_again, python_rewards
 from aha.api.settings import apply_settings, config_mapping
 from aha.config import Config, ConfigError, from_dict
 from aha.eval.greedy import HeldOut, greedy_held_out
+from aha.jsonl import read_jsonl
 from aha.models.checkpoints import list_checkpoints
 from aha.perf.fit import check_before_training
 from aha.tracking import RunDir
@@ -74,8 +74,8 @@ class Run:
 
     @property
     def samples(self) -> list[dict]:
-        path = self.folder / "samples.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        path = self.folder / "samples.jsonl"  # a run killed mid-write leaves a torn last line: left out
+        return [row for _, row in read_jsonl(path, torn_tail=True)] if path.exists() else []
 
 
 def load_config(config: str | Path | Config | dict | None = None, **settings) -> Config:

@@ -9,10 +9,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 
-from aha.config import Config, ConfigError
+from aha.config import METHODS_WITH_DATA, Config, ConfigError
 from aha.config.sections import BUILT_IN_TASKS
 
-DATA_KEYS = {"dpo": "dpo", "sft": "sft", "rm": "rm", "prm": "prm"}  # the methods with data of their own
 EXPECTED = ("a list of dicts (one a row, e.g. {'prompt': ..., 'answer': ...}), a datasets.Dataset, a pandas "
             "DataFrame or a file path")
 
@@ -20,7 +19,7 @@ EXPECTED = ("a list of dicts (one a row, e.g. {'prompt': ..., 'answer': ...}), a
 def place_data(raw: dict, method: str, folder: Path, data, eval_data) -> dict[Path, str]:
     """data and eval_data as files in the run folder (data/), named in the method's section or the
     task; returns the files to write (path: text)."""
-    section, files = DATA_KEYS.get(method, "task"), {}
+    section, files = (method if method in METHODS_WITH_DATA else "task"), {}
     fields = Config.model_fields[section].annotation.model_fields
     if eval_data is not None and "eval_data" not in fields:
         raise ConfigError(f"eval_data: method {method} has no held-out data of its own (no {section}.eval_data); its "

@@ -10,7 +10,7 @@ from pathlib import Path, PurePath
 
 from pydantic import BaseModel
 
-from aha.config import Config, ConfigError, read_mapping
+from aha.config import Config, ConfigError, read_config_file
 
 
 def config_mapping(config, caller: str) -> tuple[dict, str]:
@@ -21,12 +21,7 @@ def config_mapping(config, caller: str) -> tuple[dict, str]:
         return given(config), "the Config given"
     if isinstance(config, dict):
         return json.loads(json.dumps(plain(config))), "the dict given"
-    path = Path(config)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    raw = read_mapping(path)
-    raw.setdefault("base_dir", str(path.parent))
-    return raw, str(path)
+    return read_config_file(Path(config)), str(config)
 
 
 def given(model: BaseModel, dumped: dict | None = None) -> dict:

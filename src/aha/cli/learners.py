@@ -78,7 +78,8 @@ def wait_passing_signals(child, pass_sigint: bool = False) -> tuple[int, int | N
     (as subprocess.call would) nor sends a second one, which would make the ranks stop at once, unless
     pass_sigint (torchrun in a session of its own, which the terminal's Ctrl-C does not reach)."""
     import signal
-    import threading
+
+    from aha.training.interrupt import STOP_SIGNALS, heeded
 
     stopped_by: list[int] = []
 
@@ -87,10 +88,8 @@ def wait_passing_signals(child, pass_sigint: bool = False) -> tuple[int, int | N
         if signum != signal.SIGINT or pass_sigint:
             child.send_signal(signum)
 
-    previous = {}
-    if threading.current_thread() is threading.main_thread():  # elsewhere Python handles no signal
-        previous = {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-                    if signal.getsignal(s) != signal.SIG_IGN}  # nohup's SIGHUP stays ignored
+    # none off the main thread (Python handles signals there only); nohup's SIGHUP stays ignored
+    previous = {s: signal.signal(s, pass_on) for s in heeded(STOP_SIGNALS)}
     try:
         return child.wait(), (stopped_by[0] if stopped_by else None)
     finally:

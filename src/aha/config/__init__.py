@@ -121,12 +121,16 @@ class Config(Strict):
         return self
 
 
+# the methods whose section of their own name may hold the data they train on (<method>.data)
+METHODS_WITH_DATA = ("dpo", "sft", "rm", "prm")
+
+
 def own_training_data(config: Config) -> str | None:
     """The key of the file the method trains on when that is not the task (dpo.data, sft.data,
     rm.data, prm.data), else None: the task's prompts are what it trains on."""
-    key = {"dpo": "dpo.data", "sft": "sft.data", "rm": "rm.data", "prm": "prm.data"}.get(config.method)
-    section, _, field = (key or "").partition(".")
-    return key if key and getattr(getattr(config, section), field) else None
+    if config.method in METHODS_WITH_DATA and getattr(config, config.method).data:
+        return f"{config.method}.data"
+    return None
 
 
 def _parse_scalar(text: str) -> Any:
@@ -253,15 +257,22 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> Config:
     if path is not None:
         path = Path(path)
         source = str(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        raw = read_mapping(path)
-        raw.setdefault("base_dir", str(path.parent))
+        raw = read_config_file(path)
     for item in overrides:
         apply_override(raw, item)
     config = from_dict(raw, source, overrides)
     config._origin = (None if path is None else str(path), tuple(overrides))
     return config
+
+
+def read_config_file(path: Path) -> dict:
+    """A config file's raw mapping, with base_dir (where its relative paths start) set to its folder
+    unless it names one."""
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    raw = read_mapping(path)
+    raw.setdefault("base_dir", str(path.parent))
+    return raw
 
 
 def dump_config(config: Config) -> str:

@@ -163,7 +163,9 @@ def test_evaluation_scores_with_the_generated_token_counts(monkeypatch, tmp_path
     threshold = RewardScorer("reward", counting_reward(), None, 5.0, "fp")  # right at 5 tokens or more
     assert [r["score"] for r in runner.evaluate(engine, task, threshold).samples] == [0.0, 1.0]
     function = FunctionScorer("count.py:seen", seen)
-    assert [r["score"] for r in runner.evaluate(engine, task, function).samples] == [4.0, 5.0]
+    result = runner.evaluate(engine, task, function)
+    assert [r["score"] for r in result.samples] == [4.0, 5.0]
+    assert result.metrics == {"eval/length": 4.5}  # the greedy completions' mean token count (4 and 5)
     cache = sampling.SampleCache(tmp_path / "cache", {"scorer": "seen"})
     drawn = sampling.draw_samples(engine, task, problems, function, 2, cache)
     assert [r["score"] for p in problems for r in drawn[p["id"]]] == [4.0, 5.0, 6.0, 7.0]

@@ -21,7 +21,7 @@ class EvalResult:
     accuracy: float  # mean score over the evaluated samples (1.0 right, 0.0 wrong for a reward scorer)
     n: int
     samples: list[dict]  # {id, prompt, answer, completion, score}
-    metrics: dict[str, float] = field(default_factory=dict)  # more eval/<name> numbers (multi-turn episodes)
+    metrics: dict[str, float] = field(default_factory=dict)  # more eval/<name> numbers (length, multi-turn episodes)
 
 
 def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = None, max_new_tokens: int | None = None,
@@ -32,18 +32,21 @@ def evaluate(engine: Engine, task: Task, scorer: Scorer, limit: int | None = Non
         return evaluate_episodes(engine, task, env, scorer, limit, max_new_tokens, desc)
     samples = task.eval[:limit] if limit else task.eval
     prompts = encode_prompts(engine.tokenizer, task, samples)
-    records = []
+    records, lengths = [], []
     with tqdm(total=len(samples), desc=desc, unit="problem", leave=False) as bar:
         for start in range(0, len(samples), engine.batch_size):
             chunk = samples[start:start + engine.batch_size]
             rollouts = engine.generate(prompts[start:start + len(chunk)], greedy=True, max_new_tokens=max_new_tokens)
             tokens = [int(t) for t in rollouts.lengths().tolist()]  # what length rewards measure
+            lengths += tokens
             for sample, text, score in zip(chunk, rollouts.texts, scorer.score(rollouts.texts, chunk, tokens)):
                 records.append({"id": sample["id"], "prompt": sample["prompt"], "answer": sample.get("answer"),
                                 "completion": text, "score": score, **task_field(sample)})
             bar.update(len(chunk))
     accuracy = sum(r["score"] for r in records) / max(len(records), 1)
-    return EvalResult(accuracy, len(records), records, per_task(records))
+    # eval/length: the greedy completions' mean length in tokens, as training's length/mean counts them
+    length = {"eval/length": sum(lengths) / len(lengths)} if lengths else {}
+    return EvalResult(accuracy, len(records), records, {**length, **per_task(records)})
 
 
 def by_task(metrics: dict) -> str:

@@ -56,6 +56,7 @@ PANELS = [
     Panel("Entropy", ("entropy",)),
     Panel("Clip fraction", ("policy/clip_frac", "value/clip_frac")),
     Panel("Completion length (tokens)", ("length/mean",)),
+    Panel("Held-out greedy completion length (tokens)", ("eval/length",)),
     Panel("Truncated fraction", ("length/truncated_frac",)),
     Panel("Length penalty coefficient", ("length/penalty_coef",)),
     Panel("Repetition (repeated 4-grams)", ("monitor/repetition",)),

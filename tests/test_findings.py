@@ -1,5 +1,5 @@
 """The findings' runner and pages (bench/findings/): runs are trained once and kept, a page's
-table is the runs' numbers, and the index agrees with every page's verdict and key number."""
+tables are the runs' numbers, and the index agrees with every page's verdict and key number."""
 
 import json
 import os
@@ -11,40 +11,93 @@ import pytest
 ROOT = Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "bench" / "findings"))
 
-from pages import index_text, page_text, read_marker, write_index  # noqa: E402
-from runner import Claim, Condition, finished, run_claim, run_folder, summarize  # noqa: E402
+import runner  # noqa: E402
+from pages import NOT_MEASURED, index_text, page_text, plot_curves, read_marker, write_index  # noqa: E402
+from runner import Claim, Condition, finished, last, measure, run_claim, run_folder, tail_mean  # noqa: E402
 
-TINY = ("model=tiny", "train.steps=1", "eval.limit=4", "rollout.max_new_tokens=4", "eval.max_new_tokens=4",
+TINY = ("model=tiny", "train.steps=2", "eval.limit=4", "rollout.max_new_tokens=4", "eval.max_new_tokens=4",
         "train.report=false", "rollout.prompts_per_step=2", "rollout.group_size=4", "train.checkpoint_every=1")
+
+
+def records(folder: Path) -> list[dict]:
+    return [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_a_claim_runs_each_seed_once_and_its_page_holds_their_numbers(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    shared = Condition("Base run (shared)", (), runs="shared")
     claim = Claim("demo-check", "A check of the runner", "none", "the runner keeps what it ran",
-                  "configs/quickstart.yaml", [Condition("base", ())], seeds=(0, 1), common=TINY)
+                  "configs/quickstart.yaml", [shared], seeds=(0, 1), common=TINY)
     said = []
     run_claim(claim, tmp_path, echo=said.append)
-    folders = [run_folder(claim, claim.conditions[0], seed, tmp_path) for seed in (0, 1)]
+    folders = [run_folder(claim, shared, seed, tmp_path) for seed in (0, 1)]
+    assert [f.relative_to(tmp_path).as_posix() for f in folders] == ["shared/base-run-shared-s0",
+                                                                      "shared/base-run-shared-s1"]
     assert all(finished(f) for f in folders)
     stamps = [os.stat(f / "metrics.jsonl").st_mtime_ns for f in folders]
+    other = Claim("other", "Another claim on the same runs", "none", "shared runs are trained once",
+                  "configs/quickstart.yaml", [shared], seeds=(0, 1), common=TINY)
     run_claim(claim, tmp_path, echo=said.append)  # finished runs are kept, not run again
-    assert [os.stat(f / "metrics.jsonl").st_mtime_ns for f in folders] == stamps and said[-1].endswith("kept")
-    summary = summarize(claim, tmp_path)
-    last = [[json.loads(x) for x in (f / "metrics.jsonl").read_text().splitlines() if "eval/accuracy" in x][-1]
-            for f in folders]
-    assert summary.values["base"] == [r["eval/accuracy"] for r in last]
-    page = page_text(claim, summary, "not testable here", "a check", "n/a", tmp_path, "this CPU")
+    run_claim(other, tmp_path, echo=said.append)  # nor by another claim that shares them
+    assert [os.stat(f / "metrics.jsonl").st_mtime_ns for f in folders] == stamps
+    assert said[-4:] == [f"{f}: finished, kept" for f in folders * 2]
+
+    accuracy = measure(claim, tmp_path, last("eval/accuracy"))
+    assert accuracy == {shared.name: [[r for r in records(f) if "eval/accuracy" in r][-1]["eval/accuracy"]
+                                      for f in folders]}
+    length = measure(claim, tmp_path, tail_mean("length/mean", 5))  # 2 steps: the mean of both
+    assert length[shared.name] == pytest.approx([sum(r["length/mean"] for r in records(f) if "time/step_s" in r) / 2
+                                                 for f in folders])
+    assert runner.curves(claim, tmp_path, "length/mean")[shared.name][1] == {
+        r["step"]: r["length/mean"] for r in records(folders[1]) if "length/mean" in r}
+    with pytest.raises(ValueError, match="base-run-shared-s0: no eval/nothing logged"):
+        measure(claim, tmp_path, last("eval/nothing"))
+    assert all("eval/length" in r for r in records(folders[0]) if "eval/accuracy" in r)  # the greedy length
+
+    page = page_text(claim, {"held-out accuracy": accuracy}, "not testable here", "a check", "n/a", tmp_path,
+                     "this CPU", "img/demo-check.png", notes="A note.")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/demo-check.md").write_text(page)
     assert read_marker(tmp_path / "docs/demo-check.md") == ("none", "not testable here", "n/a")
-    assert f"| base | {summary.values['base'][0]:.3f} | {summary.values['base'][1]:.3f} |" in page
-    assert "| [A check of the runner](demo-check.md) | none | not testable here | n/a |" in write_index(
-        tmp_path / "docs").read_text()
+    values = accuracy[shared.name]
+    assert f"| {shared.name} | {values[0]:.3f} | {values[1]:.3f} | {sum(values) / 2:.3f} |" in page
+    folder = tmp_path / "shared/base-run-shared-s1"
+    assert f"aha train configs/quickstart.yaml {' '.join(TINY)} seed=1 output_dir={folder} train.resume=true" in page
+    assert page.rstrip().endswith("A note.") and "![A check of the runner](img/demo-check.png)" in page
+    index = write_index(tmp_path / "docs").read_text()
+    assert "| [A check of the runner](demo-check.md) | none | not testable here | n/a |" in index
+    assert "## Not measured yet" in index
+    plot = plot_curves(claim, tmp_path, {"length/mean": "length", "eval/accuracy": "accuracy"}, tmp_path / "p.png")
+    assert plot.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="verdict 'maybe'"):
-        page_text(claim, summary, "maybe", "", "", tmp_path, "this CPU")
+        page_text(claim, {}, "maybe", "", "", tmp_path, "this CPU")
+
+
+def test_a_page_whose_claim_is_still_listed_as_not_measured_is_refused(tmp_path):
+    name = NOT_MEASURED[0][0]
+    (tmp_path / f"{name}.md").write_text('# T\n<!-- finding: source="s" verdict="mixed" key="k" -->\n')
+    with pytest.raises(ValueError, match=f"{name}.md: its claim is still listed in NOT_MEASURED"):
+        index_text(tmp_path)
+
+
+def test_condition_names_become_plain_folder_names():
+    assert runner.slug("GRPO + ReDit (gaussian, std 0.05)") == "grpo-redit-gaussian-std-0.05"
+    assert runner.slug("symmetric + temperatures 0.6/1.0/1.4") == "symmetric-temperatures-0.6-1.0-1.4"
 
 
 def test_the_index_agrees_with_every_page():
     """docs/findings/README.md is what the pages' comments say: rewrite it with write_index."""
     folder = ROOT / "docs" / "findings"
     assert (folder / "README.md").read_text() == index_text(folder)
+
+
+def test_every_page_has_the_script_that_writes_it():
+    """docs/findings/<slug>.md comes from bench/findings/<slug with _>.py, whose claim has that slug."""
+    import importlib
+
+    for page in sorted((ROOT / "docs" / "findings").glob("*.md")):
+        if page.name == "README.md":
+            continue
+        script = ROOT / "bench" / "findings" / f"{page.stem.replace('-', '_')}.py"
+        assert script.is_file(), f"{page}: no {script}"
+        assert importlib.import_module(script.stem).CLAIM.slug == page.stem

@@ -7,11 +7,16 @@ that they agree, so a page re-run with another result cannot leave a stale verdi
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
-from runner import VERDICTS, Claim, Summary, command
+from runner import ROOT, VERDICTS, Claim, command, curves, run_claim, spread
 
 MARKER = re.compile(r'<!-- finding: source="([^"]*)" verdict="([^"]*)" key="([^"]*)" -->')
 INDEX_HEAD = """# Findings
@@ -26,12 +31,22 @@ spread); this index is written from the pages.
 | claim | source | verdict | key number |
 |---|---|---|---|
 """
+NOT_YET_HEAD = """
+## Not measured yet
+
+These claims have a script to come; until then they have no verdict here. The measured results
+on other pages of the docs (DPO's likelihood displacement and RPO, PURE's PRM hacking, pass@k
+crossing, the judge gamed under the monitor) are single runs that move here as their scripts
+re-run them with seeds.
+
+"""
 
 
-def page_text(claim: Claim, summary: Summary, verdict: str, reason: str, key: str, root: Path, cpu: str,
-              plot: str | None = None) -> str:
-    """The page's markdown: the claim, how it was run, the table (each condition's metric per
-    seed, mean and spread), the plot, and the verdict with its reason."""
+def page_text(claim: Claim, tables: dict[str, dict[str, list[float]]], verdict: str, reason: str, key: str,
+              root: Path, cpu: str, plot: str | None = None, notes: str = "", extra: tuple[str, ...] = ()) -> str:
+    """The page's markdown: the claim, how it was run, one table per measured number (each
+    condition's value per seed, the mean and the spread), the plot, notes, and the verdict with
+    its reason."""
     if verdict not in VERDICTS:
         raise ValueError(f"verdict {verdict!r}: one of {', '.join(VERDICTS)}")
     seeds = ", ".join(str(s) for s in claim.seeds)
@@ -39,19 +54,63 @@ def page_text(claim: Claim, summary: Summary, verdict: str, reason: str, key: st
              f"**Claim** ({claim.source}): {claim.statement}", "",
              f"**Verdict: {verdict}.** {reason}", "",
              f"**Key number:** {key}", "", "## How it was run", "",
-             f"Measured on {cpu}; seeds {seeds}; each run is one command (the script `bench/findings/"
-             f"{claim.slug}.py` runs them all, skipping finished ones):", "", "```bash"]
-    lines += [shlex.join(command(claim, condition, "$SEED", root)) for condition in claim.conditions]
-    lines += ["```", "", "## Results", "", f"`{claim.metric}` at the last held-out evaluation:", "",
-              "| condition | " + " | ".join(f"seed {s}" for s in claim.seeds) + " | mean | spread |",
-              "|---|" + "---|" * (len(claim.seeds) + 2)]
-    for condition in claim.conditions:
-        values = summary.values[condition.name]
-        lines.append(f"| {condition.name} | " + " | ".join(f"{v:.3f}" for v in values)
-                     + f" | {summary.mean(condition.name):.3f} | {summary.spread(condition.name):.3f} |")
+             f"Measured on {cpu}; seeds {seeds}; each run is one command (`.venv/bin/python bench/findings/"
+             f"{claim.slug.replace('-', '_')}.py` runs them all, keeping finished ones and resuming stopped ones, then "
+             "writes this page):", "", "```bash"]
+    lines += [shlex.join(command(claim, condition, seed, root)) for condition in claim.conditions
+              for seed in claim.seeds]
+    lines += list(extra)  # what the script runs on the trained runs (evaluations)
+    lines += ["```", "", "## Results", ""]
+    for title, values in tables.items():
+        head = "| condition | " + " | ".join(f"seed {s}" for s in claim.seeds) + " | mean | spread |"
+        lines += [f"{title}:", "", head, "|---|" + "---|" * (len(claim.seeds) + 2)]
+        lines += [f"| {name} | " + " | ".join(cell(v) for v in got) + f" | {summary_cells(got)} |"
+                  for name, got in values.items()]
+        lines.append("")
     if plot:
-        lines += ["", f"![{claim.title}]({plot})"]
-    return "\n".join(lines) + "\n"
+        lines += [f"![{claim.title}]({plot})", ""]
+    if notes:
+        lines += [notes.strip(), ""]
+    return "\n".join(lines)
+
+
+def summary_cells(values: list[float]) -> str:
+    """'mean | spread'; where some seeds never reached (inf) and others did, neither is a number."""
+    if float("inf") in values and len(set(values)) > 1:
+        return "- | -"
+    return f"{cell(mean(values))} | {cell(spread(values) if float('inf') not in values else 0.0)}"
+
+
+def cell(value: float) -> str:
+    """A table's number: a whole count or step as it is, never-reached (inf) as "never", else 3 decimals."""
+    if value == float("inf"):
+        return "never"
+    return str(int(value)) if value == int(value) and abs(value) >= 1 else f"{value:.3f}"
+
+
+def plot_curves(claim: Claim, root: Path, panels: dict[str, str], path: Path) -> Path:
+    """One panel per metric (metric: its title), one line per condition: the mean over seeds at
+    each step, with the seeds' range shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    for ax, (metric, title) in zip(axes[0], panels.items()):
+        for name, per_seed in curves(claim, root, metric).items():
+            steps = sorted(set().union(*per_seed))
+            rows = [[run[s] for run in per_seed if s in run] for s in steps]
+            line, = ax.plot(steps, [mean(r) for r in rows], label=name, marker="o" if len(steps) < 4 else None)
+            ax.fill_between(steps, [min(r) for r in rows], [max(r) for r in rows], color=line.get_color(), alpha=0.15)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def read_marker(page: Path) -> tuple[str, str, str]:
@@ -62,17 +121,97 @@ def read_marker(page: Path) -> tuple[str, str, str]:
     return found.group(1), found.group(2), found.group(3)
 
 
+# The issue's claims that have no page yet: (the page's slug to be, the claim, its source). A
+# claim leaves this list when its script writes its page (index_text refuses one in both).
+NOT_MEASURED = [
+    ("difficulty-sampling", "difficulty-targeted or filtered sampling reaches the uniform sampler's accuracy with "
+     "fewer rollouts", "Yu et al. 2025, DAPO; Feng et al. 2025 (arXiv:2504.13592)"),
+    ("limr", "a selected subset of prompts matches or beats the full set", "Li et al. 2025, LIMR (arXiv:2502.11886)"),
+    ("sft-then-rl", "SFT warm start against RL alone at equal wall time; SFT then RL",
+     "DeepSeek-AI 2025, DeepSeek-R1 (arXiv:2501.12948)"),
+    ("rm-ensembles", "reward-model accuracy predicts best-of-N gains; ensembles (mean, min, mean - k std) against one "
+     "head, at selection and as the RL reward under a gold monitor",
+     "Coste et al. 2024, RM ensembles (arXiv:2310.02743)"),
+    ("prm-credit", "a PRM's min form against its sum form, and 10% verifiable reward mixed in",
+     "Cheng et al. 2025, PURE (arXiv:2504.15275)"),
+    ("verifier-errors", "rule verifiers' false negatives against model verifiers' susceptibility to hacking",
+     "pitfalls of rule- and model-based verifiers (2025)"),
+    ("ppo-grpo-expert-iteration", "PPO with GAE and no KL vs GRPO vs expert iteration at two model sizes at equal "
+     "samples", "Zhao et al. 2025, Echo Chamber (arXiv:2504.07912); Havrilla et al. 2024 (arXiv:2403.04642)"),
+    ("graph-transfer", "RL on one graph task transfers zero-shot to unseen graph tasks", "G1 (2025)"),
+    ("calibration-reward", "a confidence (Brier) reward restores the calibration a binary reward loses",
+     "Damani et al. 2025, RLCR (arXiv:2507.16806)"),
+    ("try-again", "multi-turn \"try again\" training against single-turn training evaluated with three answers",
+     "UFO, unary feedback as observation (2025)"),
+]
+
+
 def index_text(folder: Path) -> str:
-    """The index of every page in folder, in file-name order."""
+    """The index of every page in folder, in file-name order, then the claims not measured yet."""
     rows = []
     for page in sorted(p for p in folder.glob("*.md") if p.name != "README.md"):
         title = page.read_text().splitlines()[0].removeprefix("# ")
         source, verdict, key = read_marker(page)
         rows.append(f"| [{title}]({page.name}) | {source} | {verdict} | {key} |")
-    return INDEX_HEAD + ("\n".join(rows) + "\n" if rows else "| (no claim measured yet) | | | |\n")
+        if page.stem in (slug for slug, _, _ in NOT_MEASURED):
+            raise ValueError(f"{page}: its claim is still listed in NOT_MEASURED (bench/findings/pages.py)")
+    waiting = [f"- {claim} ({source})" for _, claim, source in NOT_MEASURED]
+    return (INDEX_HEAD + ("\n".join(rows) + "\n" if rows else "| (no claim measured yet) | | | |\n")
+            + (NOT_YET_HEAD + "\n".join(waiting) + "\n" if waiting else ""))
 
 
 def write_index(folder: Path) -> Path:
     path = folder / "README.md"
     path.write_text(index_text(folder))
     return path
+
+
+def cpu_description() -> str:
+    """The CPU a page's numbers came from, and whether bf16 autocast was picked on it."""
+    from aha.models.compute import native_bf16
+    from aha.perf.profile import cpu_model
+
+    return f"{cpu_model()} ({'bf16 autocast' if native_bf16() else 'fp32, no native bf16'}, {os.cpu_count()} cores)"
+
+
+def main(claim: Claim, analyse, evaluate=None) -> None:
+    """A claim script's body: train what is missing and evaluate(root) it (unless --page-only), then analyse(root) gives
+    the page's tables, verdict, reason, key number, plot panels and notes; the page, its plot
+    and the index are written."""
+    parser = argparse.ArgumentParser(description=f"{claim.title} ({claim.source}): runs, then docs/findings/"
+                                                 f"{claim.slug}.md")
+    parser.add_argument("--root", type=Path, default=Path("runs/findings"), help="where the runs go (relative to "
+                        "the repository)")
+    parser.add_argument("--page-only", action="store_true", help="write the page from the runs there, train nothing")
+    args = parser.parse_args()
+    os.chdir(ROOT)  # the commands and run folders are relative to the repository
+    if not args.page_only:
+        run_claim(claim, args.root)
+        if evaluate is not None:  # what the claim measures on the trained runs (evaluate(root))
+            evaluate(args.root)
+    found = analyse(args.root)
+    docs = ROOT / "docs" / "findings"
+    if found.plot is not None:  # a plot of its own (not of training curves)
+        found.plot(docs / "img" / f"{claim.slug}.png")
+    else:
+        plot_curves(claim, args.root, found.panels, docs / "img" / f"{claim.slug}.png")
+    page = docs / f"{claim.slug}.md"
+    text = page_text(claim, found.tables, found.verdict, found.reason, found.key, args.root, cpu_description(),
+                     f"img/{claim.slug}.png", found.notes, found.commands)
+    earlier = Path(__file__).parent / "earlier" / f"{claim.slug}.md"  # single runs measured before this script
+    page.write_text(text + ("\n" + earlier.read_text() if earlier.is_file() else ""))
+    write_index(docs)
+    print(f"wrote {page} and {docs / 'README.md'}")
+
+
+@dataclass
+class Found:
+    """What a claim's analysis concludes from its runs."""
+    tables: dict[str, dict[str, list[float]]]  # a table's title -> condition -> one value per seed
+    verdict: str
+    reason: str
+    key: str
+    panels: dict[str, str]  # the plot's metrics -> their titles
+    notes: str = ""
+    commands: tuple[str, ...] = ()  # the commands the script ran after training (evaluations), as shown
+    plot: Callable[[Path], None] | None = None  # draws the page's plot instead of panels' training curves

@@ -3,23 +3,26 @@
 A claim names its conditions (each a list of dotted overrides over one config) and its seeds.
 run_claim trains every (condition, seed) with `aha train` into runs/findings/<slug>/<condition>-s<seed>,
 skipping a run that already finished and resuming one that stopped (train.resume=true), so a
-script can be stopped and started again. summarize reads each run's metrics.jsonl back: the
-claim's metric at the last held-out evaluation, per seed, with the mean and the spread (max -
-min) of each condition. write_page renders docs/findings/<slug>.md: the command, the table,
-the plot, the verdict and its reason; the page's first lines hold the verdict and key number
-in a comment that tests/test_findings.py checks against the index (docs/findings/README.md).
+script can be stopped and started again. measure reads each run's metrics.jsonl back (last: a
+metric's final value, tail_mean: a training metric's mean over the last steps), one number per
+seed for each condition, and curves reads a metric step by step for the plot. pages.py renders
+docs/findings/<slug>.md from them: the command, the tables (each seed, the mean and the spread),
+the plot, the verdict and its reason; the page's first lines hold the verdict and key number in a
+comment that tests/test_findings.py checks against the index (docs/findings/README.md).
 
 Nothing here decides a verdict: each claim's script does, from the numbers, and says why."""
 
 from __future__ import annotations
 
-import json
+import re
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
+
+from aha.jsonl import read_jsonl
 
 VERDICTS = ("reproduced", "not reproduced", "mixed", "not testable here")
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -29,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 class Condition:
     name: str
     overrides: tuple[str, ...] = ()
+    runs: str | None = None  # the folder (under the root) of its runs when not the claim's: claims that share it
 
 
 @dataclass
@@ -41,23 +45,17 @@ class Claim:
     conditions: list[Condition]
     seeds: tuple[int, ...] = (0, 1)
     common: tuple[str, ...] = ()  # overrides of every run
-    metric: str = "eval/accuracy"  # read at the last record that holds it
-
-
-@dataclass
-class Summary:
-    values: dict[str, list[float]]  # condition -> the metric of each seed, in seed order
-    curves: dict[str, dict[int, float]] = field(default_factory=dict)  # condition -> step -> mean over seeds
-
-    def mean(self, condition: str) -> float:
-        return mean(self.values[condition])
-
-    def spread(self, condition: str) -> float:
-        return max(self.values[condition]) - min(self.values[condition])
 
 
 def run_folder(claim: Claim, condition: Condition, seed: int, root: Path) -> Path:
-    return root / claim.slug / f"{condition.name}-s{seed}"
+    """Where one run goes; a condition two claims share (the same runs folder, name and settings)
+    is trained once, for the first."""
+    return root / (condition.runs or claim.slug) / f"{slug(condition.name)}-s{seed}"
+
+
+def slug(name: str) -> str:
+    """A condition's name as a folder name: 'GRPO + ReDit (std 0.05)' -> 'grpo-redit-std-0.05'."""
+    return "-".join(re.findall(r"[a-z0-9.]+", name.lower()))
 
 
 def command(claim: Claim, condition: Condition, seed: int, root: Path) -> list[str]:
@@ -78,7 +76,8 @@ def finished(folder: Path) -> bool:
 
 
 def read_metrics(folder: Path) -> list[dict]:
-    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    """metrics.jsonl as the run itself reads it (a torn last line left out)."""
+    return [row for _, row in read_jsonl(folder / "metrics.jsonl", torn_tail=True)]
 
 
 def run_claim(claim: Claim, root: Path, echo=print) -> None:
@@ -97,19 +96,58 @@ def run_claim(claim: Claim, root: Path, echo=print) -> None:
                                    "resume it")
 
 
-def summarize(claim: Claim, root: Path, curve_metric: str = "reward/mean") -> Summary:
-    """Each condition's metric at its last record that holds it, per seed, and its mean curve."""
-    values, curves = {}, {}
+def run_once(argv: list[str], done: Path, echo=print) -> None:
+    """Another aha command of a claim (an evaluation), run unless `done` (what it writes last)
+    exists; its own caches make a stopped one resume where it was."""
+    if done.is_file():
+        echo(f"{done}: written, kept")
+        return
+    echo("$ " + shlex.join(argv))
+    status = subprocess.call([sys.executable, "-m", "aha.cli", *argv[1:]], cwd=ROOT)
+    if status:
+        raise RuntimeError(f"{shlex.join(argv)} stopped with exit status {status}; run the script again to resume it")
+
+
+def last(metric: str):
+    """A run's metric at its last record that holds it (a held-out one: after training)."""
+    def read(records: list[dict]) -> float:
+        held = [r[metric] for r in records if r.get(metric) is not None]
+        if not held:
+            raise ValueError(f"no {metric} logged")
+        return float(held[-1])
+    return read
+
+
+def tail_mean(metric: str, steps: int):
+    """A training metric's mean over a run's last `steps` training steps (one step is noisy)."""
+    def read(records: list[dict]) -> float:
+        held = [r[metric] for r in records if r.get(metric) is not None and "time/step_s" in r][-steps:]
+        if not held:
+            raise ValueError(f"no {metric} logged at a training step")
+        return mean(float(v) for v in held)
+    return read
+
+
+def measure(claim: Claim, root: Path, read) -> dict[str, list[float]]:
+    """read(records) of each run: condition -> one number per seed, in seed order."""
+    values = {}
     for condition in claim.conditions:
-        values[condition.name], by_step = [], {}
+        values[condition.name] = []
         for seed in claim.seeds:
-            records = read_metrics(run_folder(claim, condition, seed, root))
-            held = [r[claim.metric] for r in records if claim.metric in r]
-            if not held:
-                raise ValueError(f"{run_folder(claim, condition, seed, root)} logged no {claim.metric}")
-            values[condition.name].append(float(held[-1]))
-            for r in records:
-                if curve_metric in r:
-                    by_step.setdefault(r["step"], []).append(float(r[curve_metric]))
-        curves[condition.name] = {step: mean(v) for step, v in sorted(by_step.items())}
-    return Summary(values, curves)
+            folder = run_folder(claim, condition, seed, root)
+            try:
+                values[condition.name].append(read(read_metrics(folder)))
+            except ValueError as err:
+                raise ValueError(f"{folder}: {err}") from None
+    return values
+
+
+def curves(claim: Claim, root: Path, metric: str) -> dict[str, list[dict[int, float]]]:
+    """condition -> for each seed, step -> the metric at that step (training steps and evaluations)."""
+    return {c.name: [{r["step"]: float(r[metric]) for r in read_metrics(run_folder(claim, c, seed, root))
+                      if r.get(metric) is not None} for seed in claim.seeds] for c in claim.conditions}
+
+
+def spread(values: list[float]) -> float:
+    """The seeds' spread: the largest value less the smallest."""
+    return max(values) - min(values)

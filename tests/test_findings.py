@@ -41,6 +41,12 @@ def test_a_claim_runs_each_seed_once_and_its_page_holds_their_numbers(tmp_path, 
     run_claim(other, tmp_path, echo=said.append)  # nor by another claim that shares them
     assert [os.stat(f / "metrics.jsonl").st_mtime_ns for f in folders] == stamps
     assert said[-4:] == [f"{f}: finished, kept" for f in folders * 2]
+    changed = Claim("changed", "The same runs asked with another setting", "none", "refused",
+                    "configs/quickstart.yaml", [Condition(shared.name, ("train.lr=1e-4",), runs="shared")],
+                    seeds=(0,), common=TINY)
+    with pytest.raises(RuntimeError, match="base-run-shared-s0 was trained with other settings than its command's "
+                                           r"\(train.lr\)"):
+        run_claim(changed, tmp_path, echo=said.append)
 
     accuracy = measure(claim, tmp_path, last("eval/accuracy"))
     assert accuracy == {shared.name: [[r for r in records(f) if "eval/accuracy" in r][-1]["eval/accuracy"]
@@ -78,6 +84,15 @@ def test_a_page_whose_claim_is_still_listed_as_not_measured_is_refused(tmp_path)
     (tmp_path / f"{name}.md").write_text('# T\n<!-- finding: source="s" verdict="mixed" key="k" -->\n')
     with pytest.raises(ValueError, match=f"{name}.md: its claim is still listed in NOT_MEASURED"):
         index_text(tmp_path)
+
+
+def test_table_cells():
+    from pages import cell, summary_cells
+
+    assert [cell(0.25), cell(float("inf")), cell(float("nan")), cell(5.0, whole=True), cell(7.5, whole=True)] == [
+        "0.250", "never", "-", "5", "7.5"]
+    assert summary_cells([5.0, float("inf")], whole=True) == "- | -"  # some seeds never got there
+    assert summary_cells([5.0, 15.0], whole=True) == "10 | 10"
 
 
 def test_condition_names_become_plain_folder_names():

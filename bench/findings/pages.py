@@ -34,10 +34,10 @@ spread); this index is written from the pages.
 NOT_YET_HEAD = """
 ## Not measured yet
 
-These claims have a script to come; until then they have no verdict here. The measured results
-on other pages of the docs (DPO's likelihood displacement and RPO, PURE's PRM hacking, pass@k
-crossing, the judge gamed under the monitor) are single runs that move here as their scripts
-re-run them with seeds.
+These claims have a script to come; until then they have no verdict here. Measured results still
+on other pages of the docs (DPO's likelihood displacement and RPO's fix, PURE's PRM
+hacking in methods.md, the judge gamed under the hacking monitor in rewards.md) are single runs that move
+here as their scripts re-run them with seeds.
 
 """
 
@@ -64,7 +64,9 @@ def page_text(claim: Claim, tables: dict[str, dict[str, list[float]]], verdict: 
     for title, values in tables.items():
         head = "| condition | " + " | ".join(f"seed {s}" for s in claim.seeds) + " | mean | spread |"
         lines += [f"{title}:", "", head, "|---|" + "---|" * (len(claim.seeds) + 2)]
-        lines += [f"| {name} | " + " | ".join(cell(v) for v in got) + f" | {summary_cells(got)} |"
+        finite = [v for got in values.values() for v in got if v == v and v != float("inf")]
+        whole = all(v == int(v) for v in finite) and max(finite, default=0) > 1  # steps or counts, not rates
+        lines += [f"| {name} | " + " | ".join(cell(v, whole) for v in got) + f" | {summary_cells(got, whole)} |"
                   for name, got in values.items()]
         lines.append("")
     if plot:
@@ -74,18 +76,23 @@ def page_text(claim: Claim, tables: dict[str, dict[str, list[float]]], verdict: 
     return "\n".join(lines)
 
 
-def summary_cells(values: list[float]) -> str:
+def summary_cells(values: list[float], whole: bool) -> str:
     """'mean | spread'; where some seeds never reached (inf) and others did, neither is a number."""
     if float("inf") in values and len(set(values)) > 1:
         return "- | -"
-    return f"{cell(mean(values))} | {cell(spread(values) if float('inf') not in values else 0.0)}"
+    return f"{cell(mean(values), whole)} | {cell(spread(values) if float('inf') not in values else 0.0, whole)}"
 
 
-def cell(value: float) -> str:
-    """A table's number: a whole count or step as it is, never-reached (inf) as "never", else 3 decimals."""
+def cell(value: float, whole: bool = False) -> str:
+    """A table's number: never-reached (inf) as "never", a missing one (NaN) as "-", a table of
+    counts or steps (whole) without decimals, else 3 decimals."""
     if value == float("inf"):
         return "never"
-    return str(int(value)) if value == int(value) and abs(value) >= 1 else f"{value:.3f}"
+    if value != value:
+        return "-"
+    if whole:  # a mean of steps may fall between two
+        return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+    return f"{value:.3f}"
 
 
 def plot_curves(claim: Claim, root: Path, panels: dict[str, str], path: Path) -> Path:

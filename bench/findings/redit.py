@@ -1,13 +1,13 @@
 """Claim 4: reward dithering (ReDit) reaches the undithered run's final accuracy in fewer steps.
 
 The demo's GRPO (binary reward, 20 steps) with and without zero-mean Gaussian noise on the
-reward, dynamic sampling off in both: with it on, plain GRPO would already drop the tied groups
-whose zero gradient ReDit's noise is meant to break, and the comparison would be of two fixes.
-Held-out greedy accuracy every 5 steps; a run "reaches" the plain runs' final accuracy (their
-mean over seeds) at the first evaluation at or above it.
+reward, dynamic sampling off throughout: with it on, plain GRPO would already drop the tied
+groups whose zero gradient ReDit's noise is meant to break, and the comparison would be of two
+fixes. Held-out greedy accuracy every 5 steps; a run "reaches" the plain runs' final accuracy
+(their mean over seeds) at the first evaluation at or above it.
 
-    python bench/findings/redit.py              # trains what is missing, writes docs/findings/redit.md
-    python bench/findings/redit.py --page-only  # the page from the runs already there
+    .venv/bin/python bench/findings/redit.py              # trains what is missing, writes docs/findings/redit.md
+    .venv/bin/python bench/findings/redit.py --page-only  # the page from the runs already there
 """
 
 from __future__ import annotations
@@ -36,41 +36,66 @@ def first_reaching(run: dict[int, float], target: float) -> float:
     return next((float(s) for s in sorted(run) if s > 0 and run[s] >= target - 1e-9), float("inf"))
 
 
-def analyse(root) -> Found:
-    plain, redit = (c.name for c in CLAIM.conditions)
-    final = measure(CLAIM, root, last("eval/accuracy"))
+def first_eval(records: list[dict]) -> float:
+    held = [r["eval/accuracy"] for r in records if r.get("step") == 0 and "eval/accuracy" in r]
+    if not held:
+        raise ValueError("no held-out evaluation before training")
+    return float(held[0])
+
+
+def compare(final: dict, held: dict, plain: str, redit: str) -> dict:
+    """One pair (plain, dithered): each seed's first step at the plain runs' final mean accuracy,
+    how many seeds got there, and the pair's verdict."""
     target = mean(final[plain])
-    held = curves(CLAIM, root, "eval/accuracy")
-    reach = {name: [first_reaching(run, target) for run in runs] for name, runs in held.items()}
-    halfway = {name: [run.get(STEPS // 2, float("nan")) for run in runs] for name, runs in held.items()}
+    reach = {name: [first_reaching(run, target) for run in held[name]] for name in (plain, redit)}
     within = {name: sum(1 for s in steps if s <= STEPS) for name, steps in reach.items()}  # seeds that got there
-    fast = [s for s in reach[redit] if s <= STEPS / 2]
-    if len(fast) == len(CLAIM.seeds) and mean(reach[redit]) < mean(reach[plain]):
+    # the paper: about 10% of the steps; 5 steps (a quarter) is the first evaluation, so half is the bar here
+    if (all(s <= STEPS / 2 for s in reach[redit]) and mean(reach[redit]) < mean(reach[plain])
+            and mean(final[redit]) >= target - spread(final[plain])):  # and it keeps what it reached
         verdict = "reproduced"
     elif within[redit] < within[plain] or mean(final[redit]) < target:
         verdict = "not reproduced"
     else:
         verdict = "mixed"
-    worst = min(range(len(CLAIM.seeds)), key=lambda i: final[redit][i])
-    key = (f"held-out {mean(final[redit]):.1%} (ReDit) vs {target:.1%} (GRPO) after {STEPS} steps; GRPO's final "
-           f"accuracy reached in {within[redit]} of {len(CLAIM.seeds)} seeds (GRPO itself: {within[plain]})")
-    reason = (f"Plain GRPO ended at {target:.1%} held-out (seeds' spread {spread(final[plain]):.1%}); the dithered "
-              f"runs ended at {mean(final[redit]):.1%} (spread {spread(final[redit]):.1%}; seed "
-              f"{CLAIM.seeds[worst]} at {final[redit][worst]:.1%}). Within {STEPS} steps, {within[redit]} dithered "
-              f"and {within[plain]} plain seeds reached the plain runs' final mean; at step {STEPS // 2} the plain "
-              f"runs stood at {mean(halfway[plain]):.1%} and the dithered ones at {mean(halfway[redit]):.1%}.")
+    return {"target": target, "reach": reach, "within": within, "verdict": verdict}
+
+
+def analyse(root) -> Found:
+    names = [c.name for c in CLAIM.conditions]
+    final = measure(CLAIM, root, last("eval/accuracy"))
+    held = curves(CLAIM, root, "eval/accuracy")
+    halfway = {name: [run.get(STEPS // 2, float("nan")) for run in runs] for name, runs in held.items()}
+    plain, redit = names
+    pair = compare(final, held, plain, redit)
+    verdict, reach = pair["verdict"], pair["reach"]
+    key = (f"held-out {mean(final[redit]):.1%} with ReDit vs {pair['target']:.1%} without after {STEPS} steps; the "
+           f"plain final accuracy reached by {pair['within'][redit]} of {len(CLAIM.seeds)} dithered seeds (plain: "
+           f"{pair['within'][plain]})")
+    reason = (f"The plain runs ended at {pair['target']:.1%} held-out (spread {spread(final[plain]):.1%}), the "
+              f"dithered ones at {mean(final[redit]):.1%} (spread {spread(final[redit]):.1%}, lowest seed "
+              f"{min(final[redit]):.1%}); {pair['within'][redit]} dithered and {pair['within'][plain]} plain seeds "
+              f"reached the plain final mean within {STEPS} steps, and at step {STEPS // 2} the plain runs stood at "
+              f"{mean(halfway[plain]):.1%}, the dithered ones at {mean(halfway[redit]):.1%}.")
     tables = {f"held-out greedy accuracy after {STEPS} steps": final,
               f"held-out greedy accuracy at step {STEPS // 2}": halfway,
-              "first evaluated step at or above plain GRPO's final mean accuracy": reach}
+              "first evaluated step at or above the plain runs' final mean accuracy": reach}
     panels = {"eval/accuracy": "held-out greedy accuracy", "reward/correct_frac": "training: correct fraction",
               "entropy": "policy entropy"}
-    notes = ("Why dithering can hurt here: GRPO divides a group's advantages by the group's standard deviation, "
-             "so in a tied group (all wrong, early on most groups: see `groups/zero_variance_frac`) noise of any "
-             "scale becomes advantages of size about 1, and the update follows random completions as hard as it "
-             "follows a right answer. Where a run drew few right answers early, that drift took over: a dithered "
-             "seed that collapsed answers \"17 * 7 equals 17777.777...\" at the end (its samples.jsonl). "
-             "0.05 keeps the order of a right and a wrong answer in every pair; it does not keep tied groups "
-             "quiet. Dynamic sampling is off in both conditions (with it, plain GRPO already drops tied groups).")
+    start = measure(CLAIM, root, first_eval)[names[0]][0]  # the base model's held-out accuracy (step 0)
+    fallen = [(redit, CLAIM.seeds[i]) for i, v in enumerate(final[redit]) if v < start]
+    notes = ("The bar: a dithered run must reach its plain counterpart's final accuracy within half the steps "
+             f"({STEPS // 2}; the first evaluation is at step {EVERY}), every seed, and end no lower than that "
+             "accuracy less the plain seeds' spread; the paper reports about a tenth of the steps. "
+             "GRPO divides a group's advantages by the group's standard deviation, so in a tied group (all wrong: "
+             "most groups early on, see `groups/zero_variance_frac`) noise of any scale becomes advantages of "
+             "size about 1, and the update follows random completions as hard as a right answer. Without std "
+             "scaling (advantage_scale=none, Dr. GRPO's choice) the noise would keep its 0.05 size against a "
+             "right answer's 1, and dithering would only break ties: that pair is not measured yet. Dynamic "
+             "sampling is off in both conditions (with it, plain GRPO already drops tied groups).")
+    if fallen:
+        notes += (" Runs that ended below the base model's " f"{start:.1%}: "
+                  + ", ".join(f"{name} seed {seed}" for name, seed in fallen)
+                  + " (their samples.jsonl shows what they ended up answering).")
     return Found(tables, verdict, reason, key, panels, notes)
 
 

@@ -80,12 +80,40 @@ def read_metrics(folder: Path) -> list[dict]:
     return [row for _, row in read_jsonl(folder / "metrics.jsonl", torn_tail=True)]
 
 
+# settings that change no number a claim reads: a run made with other values of these is kept
+IGNORED = {("output_dir",), ("train", "resume"), ("train", "report"), ("train", "keep_checkpoints")}
+
+
+def differences(saved: dict, wanted: dict, path: tuple = ()) -> list[str]:
+    """The dotted keys where a run's config.yaml differs from the config its command makes."""
+    if isinstance(saved, dict) and isinstance(wanted, dict):
+        return [d for key in sorted(set(saved) | set(wanted)) if path + (key,) not in IGNORED
+                for d in differences(saved.get(key), wanted.get(key), path + (key,))]
+    return [] if saved == wanted else [".".join(path)]
+
+
+def check_kept(claim: Claim, condition: Condition, seed: int, folder: Path) -> None:
+    """A finished run is kept only if it is the run the command describes (a condition two claims
+    share, or a script whose settings changed since, would otherwise be read as this one)."""
+    import yaml
+
+    from aha.config import dump_config, load_config
+
+    wanted = yaml.safe_load(dump_config(load_config(claim.config, [*claim.common, *condition.overrides,
+                                                                   f"seed={seed}"])))
+    changed = differences(yaml.safe_load((folder / "config.yaml").read_text()), wanted)
+    if changed:
+        raise RuntimeError(f"{folder} was trained with other settings than its command's ({', '.join(changed)}); "
+                           "move it away to train it again")
+
+
 def run_claim(claim: Claim, root: Path, echo=print) -> None:
     """Train every (condition, seed) not finished yet, one after the other (2 cores: one at a time)."""
     for condition in claim.conditions:
         for seed in claim.seeds:
             folder = run_folder(claim, condition, seed, root)
             if finished(folder):
+                check_kept(claim, condition, seed, folder)
                 echo(f"{folder}: finished, kept")
                 continue
             argv = command(claim, condition, seed, root)
@@ -146,6 +174,12 @@ def curves(claim: Claim, root: Path, metric: str) -> dict[str, list[dict[int, fl
     """condition -> for each seed, step -> the metric at that step (training steps and evaluations)."""
     return {c.name: [{r["step"]: float(r[metric]) for r in read_metrics(run_folder(claim, c, seed, root))
                       if r.get(metric) is not None} for seed in claim.seeds] for c in claim.conditions}
+
+
+def noise(p: float, n: int) -> float:
+    """Two standard errors of an accuracy p measured on n problems: a gain smaller than this is
+    within what drawing the problems alone could give."""
+    return 2 * (max(p * (1 - p), 0.0) / n) ** 0.5
 
 
 def spread(values: list[float]) -> float:

@@ -56,12 +56,16 @@ def analyse(root) -> Found:
     coef = measure(CLAIM, root, mean_coef)
     base = PLAIN.name
     margin = {n: max(spread(accuracy[base]), spread(accuracy[n])) for n in accuracy}  # within this: no loss
-    shorter = {n: mean(length[n]) < mean(length[base]) - max(spread(length[base]), spread(length[n]))
+    # shorter: by a tenth of the plain length at least, and beyond both conditions' spreads
+    shorter = {n: mean(length[n]) < min(0.9 * mean(length[base]),
+                                        mean(length[base]) - max(spread(length[base]), spread(length[n])))
                for n in length}
     kept = {n: mean(accuracy[n]) >= mean(accuracy[base]) - margin[n] for n in accuracy}
     adaptive_ok = [n for n in (ADLP.name, LASER.name) if shorter[n] and kept[n]]
     fixed_lost = not kept[FIXED.name]
-    if len(adaptive_ok) == 2 and fixed_lost:
+    if not any(shorter.values()):
+        verdict = "not testable here"  # no length rule shortened anything: there was nothing left to shorten
+    elif len(adaptive_ok) == 2 and fixed_lost:
         verdict = "reproduced"
     elif not adaptive_ok:
         verdict = "not reproduced"
@@ -69,11 +73,21 @@ def analyse(root) -> Found:
         verdict = "mixed"
     key = ", ".join(f"{n.split(' (')[0]} {mean(accuracy[n]):.1%} at {mean(length[n]):.1f} tokens"
                     for n in accuracy) + " (held-out)"
-    reason = ("Shorter than plain GRPO beyond the seeds' spread: "
-              + (", ".join(n for n in shorter if shorter[n]) or "none") + "; accuracy kept within the spread: "
-              + (", ".join(n for n in kept if kept[n] and n != base) or "none") + ". The fixed penalty "
-              + ("lost accuracy" if fixed_lost else "did not lose accuracy beyond the spread")
-              + f"; A-DLP's coefficient averaged {mean(coef[ADLP.name]):.3f} over the run (the fixed one: 0.1).")
+    lengths = [mean(v) for v in length.values()]
+    if verdict == "not testable here":
+        reason = (f"No length rule shortened the answers: every condition ended at {min(lengths):.1f}-"
+                  f"{max(lengths):.1f} tokens held out, the plain run included ({mean(length[base]):.1f}). On this "
+                  "task every run settles on a bare \"a * b = c\" (or \"a * b equals c\"), the shortest answer "
+                  "there is, within a few steps (a cut completion scores -0.1 in all four), so a penalty has nothing left to remove and "
+                  "the claim needs answers with reasoning to shorten. Accuracy: "
+                  + ", ".join(f"{n} {mean(accuracy[n]):.1%} (spread {spread(accuracy[n]):.1%})" for n in accuracy)
+                  + f"; A-DLP's coefficient averaged {mean(coef[ADLP.name]):.3f} over the run (the fixed one: 0.1).")
+    else:
+        reason = ("Shorter than the plain run by a tenth and beyond the seeds' spread: "
+                  + (", ".join(n for n in shorter if shorter[n]) or "none") + "; accuracy kept within the spread: "
+                  + (", ".join(n for n in kept if kept[n] and n != base) or "none") + ". The fixed penalty "
+                  + ("lost accuracy" if fixed_lost else "did not lose accuracy beyond the spread")
+                  + f"; A-DLP's coefficient averaged {mean(coef[ADLP.name]):.3f} over the run (the fixed one: 0.1).")
     tables = {f"held-out greedy accuracy after {STEPS} steps": accuracy,
               f"held-out greedy length after {STEPS} steps (tokens)": length,
               "training completion length, mean of the last 5 steps (tokens)": train_length,

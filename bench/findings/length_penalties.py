@@ -78,8 +78,8 @@ def analyse(root) -> Found:
         reason = (f"No length rule shortened the answers: every condition ended at {min(lengths):.1f}-"
                   f"{max(lengths):.1f} tokens held out, the plain run included ({mean(length[base]):.1f}). On this "
                   "task every run settles on a bare \"a * b = c\" (or \"a * b equals c\"), the shortest answer "
-                  "there is, within a few steps (a cut completion scores -0.1 in all four), so a penalty has nothing left to remove and "
-                  "the claim needs answers with reasoning to shorten. Accuracy: "
+                  "there is, within a few steps (a cut completion scores -0.1 in all four), so a penalty has "
+                  "nothing left to remove and the claim needs answers with reasoning to shorten. Accuracy: "
                   + ", ".join(f"{n} {mean(accuracy[n]):.1%} (spread {spread(accuracy[n]):.1%})" for n in accuracy)
                   + f"; A-DLP's coefficient averaged {mean(coef[ADLP.name]):.3f} over the run (the fixed one: 0.1).")
     else:

@@ -25,8 +25,11 @@ Claims from the literature, tested at small scale with aha's own commands on the
 SmolLM2-135M (or the tiny model where a page says so), each on a page of its own with the command,
 the seeds, the spread between them, a plot and the verdict with its reason. A verdict holds at
 this scale only: a 135M model on a 2-core CPU, with budgets of minutes to an hour. Each page is
-written by its script in bench/findings/ (re-running it reproduces the table within the stated
-spread); this index is written from the pages.
+written by its script in bench/findings/; this index is written from the pages. On the CPU a page
+names, a re-run gives the same numbers (the runs are seeded and deterministic); another CPU's
+kernels (bf16 or fp32) draw otherwise (the base model's greedy accuracy on the demo task is
+13.5% on an AMD EPYC with AVX512-BF16 and 11.0% on an Intel Xeon with AMX), so elsewhere a re-run
+should land within the seeds' spread, not on the same digits.
 
 | claim | source | verdict | key number |
 |---|---|---|---|

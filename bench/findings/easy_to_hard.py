@@ -11,6 +11,7 @@ task.eval_difficulty=D`). Transfer means the trained model beats the base model 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from statistics import mean
@@ -19,7 +20,9 @@ from pages import Found, main
 from runner import Claim, Condition, noise, run_folder, run_once, spread
 
 STEPS, LEVELS = 20, (1, 2, 3)
-TASK = ("task.name=letter_count", "task.difficulty=1")
+# 400 training problems: at difficulty 1 there are only ~660 with the letter in the word, so the
+# default 2,000 are 75% "0" and RL learns to answer "0" to everything (the page's earlier run)
+TASK = ("task.name=letter_count", "task.difficulty=1", "task.num_train=400")
 GRPO = Condition("GRPO on difficulty 1", ())
 CLAIM = Claim(
     slug="easy-to-hard", title="RL on easy problems lifts harder ones",
@@ -59,13 +62,27 @@ def count(path: Path) -> int:
     return len(scores(path))
 
 
+def modal_share(path: Path) -> float:
+    """The share of completions whose last number is the most common one: near 1 is one answer to
+    everything (a shortcut learned from the training split's answers), not transfer."""
+    answers = []
+    for line in path.read_text().splitlines():
+        numbers = re.findall(r"-?\d+", json.loads(line)["completion"]) if line.strip() else None
+        if numbers is not None:
+            answers.append(numbers[-1] if numbers else None)
+    return max(answers.count(a) for a in set(answers)) / len(answers)
+
+
 def analyse(root: Path) -> Found:
     base = {level: accuracy(Path(eval_argv(root, level, None)[-1])) for level in LEVELS}
     trained = {level: [accuracy(Path(eval_argv(root, level, s)[-1])) for s in CLAIM.seeds] for level in LEVELS}
     gains = {level: [t - base[level] for t in trained[level]] for level in LEVELS}
     n = {level: count(Path(eval_argv(root, level, None)[-1])) for level in LEVELS}
-    # a gain counts when every seed's is beyond two standard errors of the base model's accuracy
-    beyond = {level: min(gains[level]) > noise(base[level], n[level]) for level in LEVELS}
+    constant = {level: [modal_share(Path(eval_argv(root, level, s)[-1])) for s in CLAIM.seeds] for level in LEVELS}
+    # a gain counts when every seed's is beyond two standard errors of the base model's accuracy, from a model
+    # that does not give one answer to 90% of the problems
+    beyond = {level: min(gains[level]) > noise(base[level], n[level]) and max(constant[level]) < 0.9
+              for level in LEVELS}
     harder = [level for level in LEVELS[1:] if beyond[level]]
     if len(harder) == len(LEVELS) - 1 and beyond[1]:
         verdict = "reproduced"
@@ -77,11 +94,19 @@ def analyse(root: Path) -> Found:
     reason = ("Trained at difficulty 1 only, the checkpoints changed held-out greedy accuracy by "
               + "; ".join(f"{', '.join(f'{g:+.1%}' for g in gains[level])} at difficulty {level}" for level in LEVELS)
               + " (per seed, against the base model). Gains beyond two standard errors of the base accuracy in "
-              "every seed at "
+              "every seed, from a model not giving one answer to 90% of the problems, at "
               + (", ".join(f"difficulty {level}" for level in harder) or "no harder difficulty") + ".")
+    shortcut = [level for level in LEVELS if max(constant[level]) >= 0.9]
+    if shortcut:
+        reason += (" At " + ", ".join(f"difficulty {level}" for level in shortcut) + " the trained models give one "
+                   f"answer to at least {min(min(constant[level]) for level in shortcut):.0%} of the problems: "
+                   "RL learned the training split's most common answer, so their accuracy is that answer's share "
+                   "of the held-out set, not transfer.")
     tables = {f"held-out greedy accuracy at difficulty {level} (base model: {base[level]:.3f})":
               {GRPO.name: trained[level]} for level in LEVELS}
     tables["gain over the base model, difficulty 3"] = {GRPO.name: gains[3]}
+    tables.update({f"share of the most common answer, difficulty {level}": {GRPO.name: constant[level]}
+                   for level in LEVELS})
     commands = tuple(shlex.join(eval_argv(root, level, seed)) for level in LEVELS for seed in (None, *CLAIM.seeds))
     notes = (f"The base model's accuracy is one greedy pass (no seed to vary); the trained rows' spread "
              f"({', '.join(f'd{level} {spread(trained[level]):.1%}' for level in LEVELS)}) is the training seed's. "

@@ -3,8 +3,10 @@
 The demo's GRPO (binary reward, 20 steps) with and without zero-mean Gaussian noise on the
 reward, dynamic sampling off throughout: with it on, plain GRPO would already drop the tied
 groups whose zero gradient ReDit's noise is meant to break, and the comparison would be of two
-fixes. Held-out greedy accuracy every 5 steps; a run "reaches" the plain runs' final accuracy
-(their mean over seeds) at the first evaluation at or above it.
+fixes. Both with GRPO's std scaling of advantages (which blows a tied group's noise up to unit
+size) and without it (advantage_scale=none). Held-out greedy accuracy every 5 steps; a run
+"reaches" its plain counterpart's final accuracy (their mean over seeds) at the first evaluation
+at or above it.
 
     .venv/bin/python bench/findings/redit.py              # trains what is missing, writes docs/findings/redit.md
     .venv/bin/python bench/findings/redit.py --page-only  # the page from the runs already there
@@ -26,7 +28,12 @@ CLAIM = Claim(
     config="configs/quickstart.yaml",
     conditions=[Condition("GRPO", ("algorithm.dynamic_sampling=false",)),
                 Condition("GRPO + ReDit (gaussian, std 0.05)",
-                          ("algorithm.dynamic_sampling=false", "algorithm.reward_noise=0.05"))],
+                          ("algorithm.dynamic_sampling=false", "algorithm.reward_noise=0.05")),
+                Condition("GRPO, no std scaling",
+                          ("algorithm.dynamic_sampling=false", "algorithm.advantage_scale=none")),
+                Condition("GRPO, no std scaling + ReDit (gaussian, std 0.05)",
+                          ("algorithm.dynamic_sampling=false", "algorithm.advantage_scale=none",
+                           "algorithm.reward_noise=0.05"))],
     seeds=(0, 1, 2),
     common=(f"train.steps={STEPS}", f"eval.every={EVERY}", "train.report=false", "train.keep_checkpoints=1"))
 
@@ -65,33 +72,36 @@ def analyse(root) -> Found:
     final = measure(CLAIM, root, last("eval/accuracy"))
     held = curves(CLAIM, root, "eval/accuracy")
     halfway = {name: [run.get(STEPS // 2, float("nan")) for run in runs] for name, runs in held.items()}
-    plain, redit = names
-    pair = compare(final, held, plain, redit)
-    verdict, reach = pair["verdict"], pair["reach"]
-    key = (f"held-out {mean(final[redit]):.1%} with ReDit vs {pair['target']:.1%} without after {STEPS} steps; the "
-           f"plain final accuracy reached by {pair['within'][redit]} of {len(CLAIM.seeds)} dithered seeds (plain: "
-           f"{pair['within'][plain]})")
-    reason = (f"The plain runs ended at {pair['target']:.1%} held-out (spread {spread(final[plain]):.1%}), the "
-              f"dithered ones at {mean(final[redit]):.1%} (spread {spread(final[redit]):.1%}, lowest seed "
-              f"{min(final[redit]):.1%}); {pair['within'][redit]} dithered and {pair['within'][plain]} plain seeds "
-              f"reached the plain final mean within {STEPS} steps, and at step {STEPS // 2} the plain runs stood at "
-              f"{mean(halfway[plain]):.1%}, the dithered ones at {mean(halfway[redit]):.1%}.")
+    pairs = [(names[0], names[1], "with GRPO's std scaling"), (names[2], names[3], "without it")]
+    found = [compare(final, held, plain, redit) for plain, redit, _ in pairs]
+    verdicts = {f["verdict"] for f in found}
+    verdict = verdicts.pop() if len(verdicts) == 1 else "mixed"
+    reach = {name: steps for f in found for name, steps in f["reach"].items()}
+    key = "; ".join(f"{mean(final[redit]):.1%} with ReDit vs {f['target']:.1%} without ({label})"
+                    for f, (plain, redit, label) in zip(found, pairs)) + f", held-out after {STEPS} steps"
+    reason = " ".join(
+        f"{label[0].upper() + label[1:]}: the plain runs ended at {f['target']:.1%} held-out (spread "
+        f"{spread(final[plain]):.1%}), the dithered ones at {mean(final[redit]):.1%} (spread "
+        f"{spread(final[redit]):.1%}, lowest seed {min(final[redit]):.1%}); {f['within'][redit]} dithered and "
+        f"{f['within'][plain]} plain seeds reached the plain final mean within {STEPS} steps; at step {STEPS // 2} "
+        f"{mean(halfway[plain]):.1%} plain, {mean(halfway[redit]):.1%} dithered ({f['verdict']})."
+        for f, (plain, redit, label) in zip(found, pairs))
     tables = {f"held-out greedy accuracy after {STEPS} steps": final,
               f"held-out greedy accuracy at step {STEPS // 2}": halfway,
-              "first evaluated step at or above the plain runs' final mean accuracy": reach}
+              "first evaluated step at or above the final mean accuracy of its plain counterpart": reach}
     panels = {"eval/accuracy": "held-out greedy accuracy", "reward/correct_frac": "training: correct fraction",
               "entropy": "policy entropy"}
     start = measure(CLAIM, root, first_eval)[names[0]][0]  # the base model's held-out accuracy (step 0)
-    fallen = [(redit, CLAIM.seeds[i]) for i, v in enumerate(final[redit]) if v < start]
+    fallen = [(redit, CLAIM.seeds[i]) for _, redit, _ in pairs for i, v in enumerate(final[redit]) if v < start]
     notes = ("The bar: a dithered run must reach its plain counterpart's final accuracy within half the steps "
              f"({STEPS // 2}; the first evaluation is at step {EVERY}), every seed, and end no lower than that "
              "accuracy less the plain seeds' spread; the paper reports about a tenth of the steps. "
              "GRPO divides a group's advantages by the group's standard deviation, so in a tied group (all wrong: "
              "most groups early on, see `groups/zero_variance_frac`) noise of any scale becomes advantages of "
              "size about 1, and the update follows random completions as hard as a right answer. Without std "
-             "scaling (advantage_scale=none, Dr. GRPO's choice) the noise would keep its 0.05 size against a "
-             "right answer's 1, and dithering would only break ties: that pair is not measured yet. Dynamic "
-             "sampling is off in both conditions (with it, plain GRPO already drops tied groups).")
+             "scaling (advantage_scale=none, Dr. GRPO's choice) the noise keeps its 0.05 size against a right "
+             "answer's 1, and dithering only breaks ties: the second pair. Dynamic sampling is off in every "
+             "condition (with it, plain GRPO already drops tied groups).")
     if fallen:
         notes += (" Runs that ended below the base model's " f"{start:.1%}: "
                   + ", ".join(f"{name} seed {seed}" for name, seed in fallen)

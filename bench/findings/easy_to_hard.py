@@ -55,7 +55,8 @@ def scores(path: Path) -> list[float]:
 
 
 def accuracy(path: Path) -> float:
-    return sum(scores(path)) / len(scores(path))
+    got = scores(path)
+    return sum(got) / len(got)
 
 
 def count(path: Path) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, Condition, last, measure, spread, tail_mean
+from runner import Claim, Condition, first, last, measure, spread, tail_mean
 from shared import COMMON, CONFIG, GRPO48, SEEDS, STEPS
 
 SYMMETRIC = ("algorithm.clip_high=0.2",)
@@ -36,13 +36,6 @@ CLAIM = Claim(
     seeds=SEEDS, common=COMMON)
 
 
-def first_entropy(records: list[dict]) -> float:
-    held = [r["entropy"] for r in records if "entropy" in r]
-    if not held:
-        raise ValueError("no entropy logged")
-    return float(held[0])
-
-
 def most_clipped(records: list[dict]) -> float:
     """The largest share of tokens the clip acted on in any training step."""
     return max((float(r["policy/clip_frac"]) for r in records if "policy/clip_frac" in r), default=0.0)
@@ -51,7 +44,7 @@ def most_clipped(records: list[dict]) -> float:
 def analyse(root) -> Found:
     base, clip_higher, bonus, temperatures = (c.name for c in CLAIM.conditions)
     entropy = measure(CLAIM, root, tail_mean("entropy", 5))
-    start = measure(CLAIM, root, first_entropy)
+    start = measure(CLAIM, root, first("entropy"))
     accuracy = measure(CLAIM, root, last("eval/accuracy"))
     clipped = measure(CLAIM, root, most_clipped)
     collapsed = mean(entropy[base]) < 0.25 * mean(start[base])

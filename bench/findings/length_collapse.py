@@ -13,7 +13,7 @@ from __future__ import annotations
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, measure, noise, spread, tail_mean
+from runner import Claim, at, first, measure, noise, spread, tail_mean
 from shared import COMMON, CONFIG, GRPO48, SEEDS, STEPS
 
 CLAIM = Claim(
@@ -22,26 +22,6 @@ CLAIM = Claim(
     statement="RL with a rule-based reward raises small models' (<= 3B) accuracy while their responses become "
               "drastically shorter (\"reasoning collapse\"), where 7B models learn longer, structured reasoning.",
     config=CONFIG, conditions=[GRPO48], seeds=SEEDS, common=COMMON)
-
-
-def at(metric: str, step: int):
-    """The metric at a step's held-out evaluation."""
-    def read(records: list[dict]) -> float:
-        held = [r[metric] for r in records if r.get("step") == step and "time/step_s" not in r and metric in r]
-        if not held:
-            raise ValueError(f"no {metric} at step {step}")
-        return float(held[0])
-    return read
-
-
-def first(metric: str):
-    """The metric at the first training step."""
-    def read(records: list[dict]) -> float:
-        held = [r[metric] for r in records if "time/step_s" in r and metric in r]
-        if not held:
-            raise ValueError(f"no {metric} at a training step")
-        return float(held[0])
-    return read
 
 
 def analyse(root) -> Found:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, Condition, curves, last, measure, spread
+from runner import Claim, Condition, at, curves, last, measure, spread
 
 STEPS, EVERY = 20, 5
 CLAIM = Claim(
@@ -41,13 +41,6 @@ CLAIM = Claim(
 def first_reaching(run: dict[int, float], target: float) -> float:
     """The first evaluated step (after step 0) whose held-out accuracy is >= target, else inf."""
     return next((float(s) for s in sorted(run) if s > 0 and run[s] >= target - 1e-9), float("inf"))
-
-
-def first_eval(records: list[dict]) -> float:
-    held = [r["eval/accuracy"] for r in records if r.get("step") == 0 and "eval/accuracy" in r]
-    if not held:
-        raise ValueError("no held-out evaluation before training")
-    return float(held[0])
 
 
 def compare(final: dict, held: dict, plain: str, redit: str) -> dict:
@@ -91,7 +84,7 @@ def analyse(root) -> Found:
               "first evaluated step at or above the final mean accuracy of its plain counterpart": reach}
     panels = {"eval/accuracy": "held-out greedy accuracy", "reward/correct_frac": "training: correct fraction",
               "entropy": "policy entropy"}
-    start = measure(CLAIM, root, first_eval)[names[0]][0]  # the base model's held-out accuracy (step 0)
+    start = measure(CLAIM, root, at("eval/accuracy", 0))[names[0]][0]  # the base model's held-out accuracy (step 0)
     fallen = [(redit, CLAIM.seeds[i]) for _, redit, _ in pairs for i, v in enumerate(final[redit]) if v < start]
     notes = ("The bar: a dithered run must reach its plain counterpart's final accuracy within half the steps "
              f"({STEPS // 2}; the first evaluation is at step {EVERY}), every seed, and end no lower than that "

@@ -116,12 +116,7 @@ def run_claim(claim: Claim, root: Path, echo=print) -> None:
                 check_kept(claim, condition, seed, folder)
                 echo(f"{folder}: finished, kept")
                 continue
-            argv = command(claim, condition, seed, root)
-            echo("$ " + shlex.join(argv))
-            status = subprocess.call([sys.executable, "-m", "aha.cli", *argv[1:]], cwd=ROOT)
-            if status:
-                raise RuntimeError(f"{shlex.join(argv)} stopped with exit status {status}; run the script again to "
-                                   "resume it")
+            run_aha(command(claim, condition, seed, root), echo)
 
 
 def run_once(argv: list[str], done: Path, echo=print) -> None:
@@ -130,6 +125,11 @@ def run_once(argv: list[str], done: Path, echo=print) -> None:
     if done.is_file():
         echo(f"{done}: written, kept")
         return
+    run_aha(argv, echo)
+
+
+def run_aha(argv: list[str], echo=print) -> None:
+    """One `aha ...` command in this Python's environment, from the repository; a failure names it."""
     echo("$ " + shlex.join(argv))
     status = subprocess.call([sys.executable, "-m", "aha.cli", *argv[1:]], cwd=ROOT)
     if status:
@@ -143,6 +143,26 @@ def last(metric: str):
         if not held:
             raise ValueError(f"no {metric} logged")
         return float(held[-1])
+    return read
+
+
+def at(metric: str, step: int):
+    """The metric at a step's held-out evaluation (step 0: before training)."""
+    def read(records: list[dict]) -> float:
+        held = [r[metric] for r in records if r.get("step") == step and "time/step_s" not in r and metric in r]
+        if not held:
+            raise ValueError(f"no {metric} at step {step}")
+        return float(held[0])
+    return read
+
+
+def first(metric: str):
+    """The metric at the first training step."""
+    def read(records: list[dict]) -> float:
+        held = [r[metric] for r in records if "time/step_s" in r and metric in r]
+        if not held:
+            raise ValueError(f"no {metric} at a training step")
+        return float(held[0])
     return read
 
 

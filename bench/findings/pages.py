@@ -134,8 +134,6 @@ def read_marker(page: Path) -> tuple[str, str, str]:
 # The claims that have no page yet: (the page's slug to be, the claim, its source). A
 # claim leaves this list when its script writes its page (index_text refuses one in both).
 NOT_MEASURED = [
-    ("difficulty-sampling", "difficulty-targeted or filtered sampling reaches the uniform sampler's accuracy with "
-     "fewer rollouts", "Yu et al. 2025, DAPO; Feng et al. 2025 (arXiv:2504.13592)"),
     ("limr", "a selected subset of prompts matches or beats the full set", "Li et al. 2025, LIMR (arXiv:2502.11886)"),
     ("sft-then-rl", "SFT warm start against RL alone at equal wall time; SFT then RL",
      "DeepSeek-AI 2025, DeepSeek-R1 (arXiv:2501.12948)"),

@@ -35,9 +35,18 @@ def test_the_weight_comparison_allows_an_element_adam_tipped_but_not_a_shifted_t
     tipped = weights.clone()
     tipped[7] += 1e-3
     assert_close(weights, tipped, ("w",))
+    small, off = torch.randn(64), torch.zeros(64)
+    off[0] = 1e-3
     for wrong in (weights + 2 * TOLERANCE, weights.where(torch.arange(4096) % 100 != 0, weights + 1e-3)):
         with pytest.raises(AssertionError, match="elements apart"):
             assert_close(weights, wrong, ("w",))
+    with pytest.raises(AssertionError, match="elements apart"):  # a small tensor (a norm, a bias) allows none
+        assert_close(small, small + off, ("norm",))
+    tipped[9] += 1.0  # a tipped element stays within what Adam's steps can move it
+    with pytest.raises(AssertionError, match="an element"):
+        assert_close(weights, tipped, ("w",))
+    with pytest.raises(AssertionError):  # step counts exactly
+        assert_close(torch.tensor(3), torch.tensor(2), ("step",))
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +119,8 @@ def test_a_config_change_on_resume_reaches_every_rank(rl_config, tmp_path):
     one = trained(rl_config, tmp_path / "one", *change)
     assert_same_run(one, trained(rl_config, two, *change, "distributed.processes=2"), ["loss/total"])
     assert_same_checkpoint(tmp_path / "one/checkpoints/step-3", two / "checkpoints/step-3")
+    trainer = torch.load(two / "checkpoints/step-3/trainer.pt", weights_only=False)
+    assert {group["lr"] for group in trainer["optimizers"]["policy"]["param_groups"]} == {3e-3}  # the new rate, taken
 
 
 def test_a_rank_killed_mid_step_stops_the_run_and_the_same_command_resumes(rl_config, rl_straight, tmp_path):

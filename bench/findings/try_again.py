@@ -1,0 +1,107 @@
+"""Claim 14: multi-turn RL with unary feedback ("try again") against single-turn RL, judged with three answers.
+
+configs/try_again.yaml: the demo's multiplication problems as episodes where, after a wrong
+answer, the environment says "That is not correct. Try again." and the model answers again, up to
+three answers (a right answer at turn t earns 0.5^(t-1)). Two trainings, 20 GRPO steps each, the
+same prompts, settings and budget per turn: single-turn (env.name=null: one answer a prompt,
+otherwise the same config) and multi-turn (the config as it is). Then every model, the base one
+included, plays the held-out 200 problems as three-answer episodes, greedily (`aha eval
+configs/try_again.yaml`): the first answer's accuracy and the accuracy after up to three answers.
+
+    .venv/bin/python bench/findings/try_again.py [--page-only]
+
+Not run yet (about 70 minutes on a 2-core AVX2 EPYC): first drop "try-again" from NOT_MEASURED in
+pages.py, since the index refuses a page whose claim is still listed there, and move the single
+run measured in docs/environments.md to bench/findings/earlier/try-again.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from statistics import mean
+
+from pages import Found, main
+from runner import Claim, Condition, noise, run_folder, run_once
+
+STEPS = 20
+SINGLE = Condition("single-turn GRPO", ("env.name=null",))
+MULTI = Condition("multi-turn GRPO (try again, 3 answers)", ())
+CLAIM = Claim(
+    slug="try-again", title="Multi-turn \"try again\" RL against single-turn RL, judged with three answers",
+    source="UFO, unary feedback as observation (2025)",
+    statement="models trained with single-turn RL lose the ability to revise an answer when told it is wrong; "
+              "multi-turn RL with only unary feedback keeps single-turn performance and improves multi-turn "
+              "accuracy by up to 14%.",
+    config="configs/try_again.yaml", conditions=[SINGLE, MULTI], seeds=(0, 1),
+    common=(f"train.steps={STEPS}", "eval.every=10", "train.report=false", "train.keep_checkpoints=1"))
+
+
+def eval_argv(root: Path, condition: Condition | None, seed: int | None) -> list[str]:
+    """Three-answer greedy episodes of the base model (condition None) or of a run's last checkpoint."""
+    if condition is None:
+        return ["aha", "eval", CLAIM.config, "--output", str(root / CLAIM.slug / "base-3-answers.jsonl")]
+    folder = run_folder(CLAIM, condition, seed, root)
+    return ["aha", "eval", CLAIM.config, "--checkpoint", str(folder / "checkpoints" / f"step-{STEPS}"),
+            "--output", str(root / CLAIM.slug / f"{folder.name}-3-answers.jsonl")]
+
+
+def every_eval(root: Path) -> list[list[str]]:
+    return [eval_argv(root, None, None)] + [eval_argv(root, c, s) for c in CLAIM.conditions for s in CLAIM.seeds]
+
+
+def evaluate(root: Path) -> None:
+    (root / CLAIM.slug).mkdir(parents=True, exist_ok=True)
+    for argv in every_eval(root):
+        run_once(argv, Path(argv[-1]))
+
+
+def episodes(argv: list[str]) -> dict[str, float]:
+    """An evaluation's first-answer and three-answer accuracy, and its mean answers an episode."""
+    rows = [json.loads(line) for line in Path(argv[-1]).read_text().splitlines() if line.strip()]
+    return {"first": mean(float(r["turns"][0]["reward"] > 0) for r in rows), "final": mean(r["score"] for r in rows),
+            "turns": mean(len(r["turns"]) for r in rows), "n": len(rows)}
+
+
+def analyse(root: Path) -> Found:
+    base = episodes(eval_argv(root, None, None))
+    got = {c.name: [episodes(eval_argv(root, c, s)) for s in CLAIM.seeds] for c in CLAIM.conditions}
+
+    def column(key: str) -> dict[str, list[float]]:
+        return {name: [e[key] for e in runs] for name, runs in got.items()}
+    first, final, turns = column("first"), column("final"), column("turns")
+    later = {name: [e["final"] - e["first"] for e in runs] for name, runs in got.items()}
+    margin = noise(mean(final[SINGLE.name]), base["n"])  # two standard errors of one evaluation
+    ahead = min(final[MULTI.name]) > max(final[SINGLE.name])  # every multi-turn seed above every single-turn one
+    kept = mean(first[MULTI.name]) >= mean(first[SINGLE.name]) - margin
+    if ahead and kept and mean(final[MULTI.name]) - mean(final[SINGLE.name]) > margin:
+        verdict = "reproduced"
+    elif mean(final[MULTI.name]) <= mean(final[SINGLE.name]):
+        verdict = "not reproduced"
+    else:
+        verdict = "mixed"
+    key = (f"within 3 answers {mean(final[SINGLE.name]):.1%} (single-turn) vs {mean(final[MULTI.name]):.1%} "
+           f"(multi-turn); first answer {mean(first[SINGLE.name]):.1%} vs {mean(first[MULTI.name]):.1%}")
+    reason = (f"The base model answers {base['first']:.1%} right at once and {base['final']:.1%} within three answers "
+              f"(later answers add {base['final'] - base['first']:+.1%}). After single-turn RL later answers add "
+              f"{mean(later[SINGLE.name]):+.1%}, after multi-turn RL {mean(later[MULTI.name]):+.1%}. Within three "
+              f"answers multi-turn RL is {mean(final[MULTI.name]) - mean(final[SINGLE.name]):+.1%} against single-turn "
+              f"(per seed {', '.join(f'{m - s:+.1%}' for m, s in zip(final[MULTI.name], final[SINGLE.name]))}; "
+              f"two standard errors of one evaluation: {margin:.1%}); its first answers are "
+              f"{mean(first[MULTI.name]) - mean(first[SINGLE.name]):+.1%} against single-turn's.")
+    tables = {f"accuracy within three answers (base model: {base['final']:.3f})": final,
+              f"first answer's accuracy (base model: {base['first']:.3f})": first,
+              f"what the later answers add (base model: {base['final'] - base['first']:+.3f})": later,
+              f"answers an episode (base model: {base['turns']:.2f})": turns}
+    commands = tuple(shlex.join(argv) for argv in every_eval(root))
+    notes = (f"Every number is a greedy evaluation of the {base['n']} held-out problems as three-answer episodes; "
+             "the base model's is one pass (no seed to vary). The plot shows training: the single-turn runs' "
+             "held-out accuracy there is of one answer, the multi-turn runs' of up to three.")
+    panels = {"eval/accuracy": "held-out accuracy during training", "reward/mean": "training reward",
+              "length/mean": "completion length (tokens)"}
+    return Found(tables, verdict, reason, key, panels, notes, commands)
+
+
+if __name__ == "__main__":
+    main(CLAIM, analyse, evaluate)

@@ -57,12 +57,18 @@ def held_out(records: list[dict]) -> dict[int, tuple[int, float]]:
     return points
 
 
-def first_reaching(target: float, what: int):
-    """A run's (rollouts, step)[what] at its first evaluation at or above target (inf: never)."""
-    def read(records: list[dict]) -> float:
-        return next((float((n, step)[what]) for step, (n, acc) in sorted(held_out(records).items())
-                     if acc >= target - 1e-9), float("inf"))
-    return read
+def first_at_or_above(records: list[dict], target: float) -> tuple[float, float]:
+    """(rollouts sampled up to it, step) of a run's first evaluation at or above target; (inf, inf): never."""
+    return next(((float(n), float(step)) for step, (n, acc) in sorted(held_out(records).items())
+                 if acc >= target - 1e-9), (float("inf"), float("inf")))
+
+
+def rollouts_to(target: float):
+    return lambda records: first_at_or_above(records, target)[0]
+
+
+def step_of(target: float):
+    return lambda records: first_at_or_above(records, target)[1]
 
 
 def total(metric: str):
@@ -98,8 +104,8 @@ def overall(verdicts: list[str]) -> str:
 def analyse(root: Path) -> Found:
     final = measure(CLAIM, root, last("eval/accuracy"))
     target = min(final[UNIFORM.name])  # every uniform run got there
-    reach = measure(CLAIM, root, first_reaching(target, 0))
-    at_step = measure(CLAIM, root, first_reaching(target, 1))
+    reach = measure(CLAIM, root, rollouts_to(target))
+    at_step = measure(CLAIM, root, step_of(target))
     trained = measure(CLAIM, root, total("groups/trained"))
     sampled = measure(CLAIM, root, total("groups/sampled"))
     verdicts = {c.name: compare(final, reach, at_step, c.name) for c in CURRICULA}

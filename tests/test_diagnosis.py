@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_algorithm_runs import FP32, QUIET, say_seven
-from test_training import metrics, tiny_config
+from test_training import metrics
 from test_wiring import T, logprobs_of, make_rollouts, noise, parts_for
 
 from aha.cli import main
@@ -181,6 +181,11 @@ def flags_of(run: Path) -> dict[str, int]:
     return {name: flag["step"] for name, flag in written.items()}
 
 
+# 'say 7' (a reward per token that says 7) at a high rate, every group kept, no evaluation:
+# entropy_collapse and informative_groups_gone at steps 10-13 (fp32 and bf16, seeds 0-2)
+ENTROPY_COLLAPSE = ("train.lr=3e-2", "algorithm.dynamic_sampling=false", "eval.after=false")
+
+
 def counting_reward(tmp_path: Path, body: str) -> str:
     """A reward keyed on the step: it counts its calls (4 prompts x 8 completions a step, no
     dynamic sampling, no held-out evaluation). Returns the override that trains on it."""
@@ -191,12 +196,13 @@ def counting_reward(tmp_path: Path, body: str) -> str:
 
 
 def test_a_high_learning_rate_collapses_entropy(tmp_path):
-    """The tiny model on arithmetic it cannot learn, at lr 3e-2: it learns the format reward's
-    half point, then says the same tokens every time (entropy ~1e-3 nats), its groups all score
-    alike and nothing more is learned. Every flag is said once, logged, written and reported."""
+    """'Say 7' at lr 3e-2 with every group kept: the tiny model learns to say 7 at every token,
+    then says the same tokens every time (entropy ~1e-3 nats), its groups all score 1 and nothing
+    more is learned. Every flag is said once, logged, written and reported. (A reward that pays
+    per token keeps pushing until the policy is deterministic, in fp32 and in bf16 alike; the
+    arithmetic task's format point let fp32 runs stop at a tie with entropy ~0.4.)"""
     said = []
-    config = tiny_config(tmp_path, "run", "train.lr=3e-2", "train.steps=30", "train.checkpoint_every=0",
-                         "eval.before=false", "eval.after=false", "train.report=true")
+    config = say_seven(tmp_path, *ENTROPY_COLLAPSE, "train.report=true")
     run = Path(train(config, echo=said.append).run_dir)
     flags = flags_of(run)
     assert set(flags) == {"entropy_collapse", "informative_groups_gone"}
@@ -255,13 +261,14 @@ def test_an_engine_left_on_stale_weights_opens_a_logprob_gap(tmp_path, monkeypat
 
 
 def test_a_resumed_run_rebuilds_its_diagnosis_without_saying_it_again(tmp_path, capsys):
-    overrides = ["train.lr=3e-2", "train.checkpoint_every=5", "eval.before=false", "eval.after=false"]
-    train(tiny_config(tmp_path, "straight", *overrides, "train.steps=30"), echo=QUIET)
-    train(tiny_config(tmp_path, "resumed", *overrides, "train.steps=25"), echo=QUIET)
-    said = []
-    train(tiny_config(tmp_path, "resumed", *overrides, "train.steps=30", "train.allow_config_change=true"),
-          echo=said.append)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    straight.mkdir(), resumed.mkdir()
+    overrides = [*ENTROPY_COLLAPSE, "train.checkpoint_every=5"]
+    train(say_seven(straight, *overrides, "train.steps=30"), echo=QUIET)
+    train(say_seven(resumed, *overrides, "train.steps=25"), echo=QUIET)
+    said = []
+    train(say_seven(resumed, *overrides, "train.steps=30", "train.allow_config_change=true"), echo=said.append)
+    straight, resumed = straight / "run", resumed / "run"
     assert flags_of(resumed) == flags_of(straight) and max(flags_of(straight).values()) < 20
     assert not [line for line in said if line.startswith("warning: diagnosis: ")]  # raised before the resume
     capsys.readouterr()

@@ -301,6 +301,14 @@ def _model_folder(tmp_path) -> Path:
     return folder
 
 
+# damages that set one key of tokenizer_config.json: {damage: (key, value)}
+TOKENIZER_SETTINGS = {
+    "empty chat template": ("chat_template", "{% for message in messages %}{% endfor %}"),
+    "broken chat template": ("chat_template", "{% for message in messages %}{{ message['content'] }"),
+    "a text model_max_length": ("model_max_length", ""),  # loads, then fails at the first prompt
+}
+
+
 @pytest.mark.parametrize("damage, message", [
     ("drop a weight", r"its weights do not fit its config.json; missing: model.layers.0.mlp.up_proj.weight "
                       r"\(transformers would start them from random values\)"),
@@ -311,6 +319,7 @@ def _model_folder(tmp_path) -> Path:
     ("no config", r"has no config.json: not a Hugging Face model folder"),
     ("broken chat template", r"its tokenizer's chat template cannot write a conversation \(TemplateSyntaxError"),
     ("empty chat template", r"its tokenizer's chat template writes a conversation as no tokens"),
+    ("a text model_max_length", r"tokenizer_config.json: model_max_length must be a number, not ''"),
     ("an infinite weight", r"its weights hold NaN or inf in 1 tensors \(first: model.norm.weight\)"),
 ])
 def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message):
@@ -335,16 +344,12 @@ def test_a_damaged_model_folder_is_an_error_naming_it(tmp_path, damage, message)
     elif damage == "an infinite weight":
         weights["model.norm.weight"][3] = float("inf")
         save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    elif damage == "empty chat template":
+    elif damage in TOKENIZER_SETTINGS:
+        key, value = TOKENIZER_SETTINGS[damage]
         settings = json.loads((folder / "tokenizer_config.json").read_text())
-        settings["chat_template"] = "{% for message in messages %}{% endfor %}"
+        settings[key] = value
         (folder / "tokenizer_config.json").write_text(json.dumps(settings))
-        (folder / "chat_template.jinja").unlink(missing_ok=True)
-    elif damage == "broken chat template":
-        settings = json.loads((folder / "tokenizer_config.json").read_text())
-        settings["chat_template"] = "{% for message in messages %}{{ message['content'] }"
-        (folder / "tokenizer_config.json").write_text(json.dumps(settings))
-        (folder / "chat_template.jinja").unlink(missing_ok=True)
+        (folder / "chat_template.jinja").unlink(missing_ok=True)  # else the template file would win
     elif damage == "no tokenizer":
         for name in ("tokenizer.json", "tokenizer_config.json"):
             (folder / name).unlink()

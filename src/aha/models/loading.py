@@ -90,6 +90,19 @@ def chat_template_problem(tokenizer) -> str | None:
     return None
 
 
+def encoding_problem(tokenizer) -> str | None:
+    """Why the tokenizer cannot encode a question (None when it can): a damaged
+    tokenizer_config.json loads, then fails at the first prompt, far from its cause."""
+    limit = getattr(tokenizer, "model_max_length", None)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)):
+        return f"tokenizer_config.json: model_max_length must be a number, not {limit!r}"
+    try:
+        tokenizer("What is 2 + 2?")["input_ids"]
+    except Exception as err:  # noqa: BLE001 - any damage that stops encoding
+        return f"its tokenizer cannot encode text ({type(err).__name__}: {str(err)[:300]})"
+    return None
+
+
 def non_finite_parameters(model) -> list[str]:
     """Names of the parameters holding NaN or inf."""
     return [name for name, p in model.named_parameters() if p.is_floating_point() and not bool(torch.isfinite(p).all())]
@@ -129,6 +142,9 @@ def _from_folder(path: Path, name: str) -> LoadedModel:
     problem = chat_template_problem(tokenizer)
     if problem:
         raise ModelNotFound(f"{path}: its tokenizer's chat template {problem}")
+    problem = encoding_problem(tokenizer)
+    if problem:
+        raise ModelNotFound(f"{path}: {problem}")
     _refuse_non_finite(model, path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

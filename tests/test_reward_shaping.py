@@ -41,3 +41,16 @@ def test_calibration_reward_is_correctness_plus_brier():
     result = build_reward([RewardSpec(fn="calibration")]).score([r"\boxed{12} <confidence>0.9</confidence>"], [sample])
     assert set(result.components) == {"calibration/correct", "calibration/brier"}
     assert float(result.total[0]) == pytest.approx(0.99)
+
+
+@pytest.mark.parametrize("completion, correct", [
+    ("23 * 8 = 184. <confidence>0.7</confidence>", 1.0),  # numeric_answer alone would read 0.7 as the answer
+    ("184\n<confidence>90%</confidence>", 1.0),
+    ("23 * 8 = 186 <confidence>0.7</confidence>", 0.0),
+    ("<confidence>0.7</confidence> 23 * 8 = 184", 1.0),
+    ("23 * 8 = 184 <confidence>0.7", 1.0),  # never closed: no confidence stated, the answer still read
+    ("23 * 8 = <confidence>184</confidence>", 0.0),  # a number inside the tag is a confidence, not the answer
+])
+def test_the_calibration_verifier_does_not_read_the_confidence_as_the_answer(completion, correct):
+    got = calibration_reward(completion, {"answer": "184"}, verifier="numeric_answer")
+    assert got["correct"] == correct

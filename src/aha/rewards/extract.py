@@ -104,6 +104,15 @@ def tags(text: str, tag: str = "answer") -> list[Stated]:
     return found
 
 
+def without_tags(text: str, tag: str) -> str:
+    """The text with every <tag>...</tag> span cut out (one never closed: to the end)."""
+    kept, start = [], 0
+    for span in tags(text, tag):
+        kept.append(text[start:span.start])
+        start = span.end
+    return "".join(kept) + text[start:]
+
+
 def tagged(text: str, tag: str = "answer") -> str | None:
     """Content of the last closed <tag>...</tag> span."""
     # tags() reads an unclosed one to the end once; a search for "<tag>(.*?)</tag>" read to the

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from aha.rewards.extract import tagged
+from aha.rewards.extract import tagged, without_tags
 
 # invisible characters that are neither whitespace nor a format character (Cf, found in each
 # text): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and
@@ -110,8 +110,9 @@ def calibration_reward(completion: str, sample: dict, verifier: str = "math_answ
     """RLCR (Damani et al. 2025, arXiv:2507.16806): correctness plus a Brier score of the
     stated confidence q, reward = c - (q - c)^2. A missing or malformed confidence counts as
     q = 1 - c (the worst Brier score). Returns {correct, brier} so both are logged; their
-    sum is the RLCR reward."""
-    correct = _verify(completion, sample, verifier)
+    sum is the RLCR reward. The verifier reads the completion without its <tag> spans: a
+    verifier that takes the last number would otherwise read the confidence as the answer."""
+    correct = _verify(without_tags(completion, tag), sample, verifier)
     q = stated_confidence(completion, tag)
     if q is None:
         q = 1.0 - correct

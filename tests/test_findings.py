@@ -116,3 +116,30 @@ def test_every_page_has_the_script_that_writes_it():
         script = ROOT / "bench" / "findings" / f"{page.stem.replace('-', '_')}.py"
         assert script.is_file(), f"{page}: no {script}"
         assert importlib.import_module(script.stem).CLAIM.slug == page.stem
+
+
+def test_an_evaluation_command_names_the_model_and_its_output(tmp_path):
+    claim = Claim("c", "t", "s", "claim", "configs/quickstart.yaml", [Condition("A b")], seeds=(3,))
+    base, run = runner.eval_commands(claim, tmp_path, 20, "greedy", ("eval.limit=4",))
+    assert base == ["aha", "eval", "configs/quickstart.yaml", "eval.limit=4", "--output", str(tmp_path / "c" /
+                                                                                              "base-greedy.jsonl")]
+    assert run == ["aha", "eval", "configs/quickstart.yaml", "eval.limit=4", "--checkpoint",
+                   str(tmp_path / "c" / "a-b-s3" / "checkpoints" / "step-20"), "--output",
+                   str(tmp_path / "c" / "a-b-s3-greedy.jsonl")]
+
+
+def test_calibration_of_an_evaluation_by_hand(tmp_path):
+    """Four answers: right at 0.8, wrong at 0.8, right at 0.2, wrong with no confidence."""
+    import calibration_reward
+
+    out = tmp_path / "base-greedy.jsonl"
+    rows = [("184 <confidence>0.8</confidence>", 1.0), ("190 <confidence>0.8</confidence>", 0.0),
+            ("184 <confidence>20%</confidence>", 1.0), ("190", 0.0)]
+    out.write_text("".join(json.dumps({"completion": text, "score": score}) + "\n" for text, score in rows))
+    got = calibration_reward.calibration(["aha", "eval", "x.yaml", "--output", str(out)])
+    assert got["accuracy"] == 0.5 and got["stated"] == 0.75 and got["n"] == 4
+    assert got["confidence"] == pytest.approx(0.6)
+    # bins: 0.8 holds one right and one wrong (|0.5 - 0.8| x 2/3), 0.2 holds one right (|1 - 0.2| x 1/3)
+    assert got["ece"] == pytest.approx(0.3 * 2 / 3 + 0.8 / 3)
+    # (0.04 + 0.64 + 0.64 + 1) / 4: the missing confidence of a wrong answer counts as 1
+    assert got["brier"] == pytest.approx((0.04 + 0.64 + 0.64 + 1.0) / 4)

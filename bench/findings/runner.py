@@ -128,6 +128,36 @@ def run_once(argv: list[str], done: Path, echo=print) -> None:
     run_aha(argv, echo)
 
 
+def eval_command(claim: Claim, root: Path, steps: int, label: str, condition: Condition | None = None,
+                 seed: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    """`aha eval` of the base model (condition None) or of a run's checkpoint at `steps`, writing
+    each held-out completion to root/<slug>/<base or the run's folder name>-<label>.jsonl."""
+    model = []
+    if condition is not None:
+        folder = run_folder(claim, condition, seed, root)
+        model = ["--checkpoint", str(folder / "checkpoints" / f"step-{steps}")]
+    name = "base" if condition is None else run_folder(claim, condition, seed, root).name
+    return ["aha", "eval", claim.config, *extra, *model, "--output", str(root / claim.slug / f"{name}-{label}.jsonl")]
+
+
+def eval_commands(claim: Claim, root: Path, steps: int, label: str, extra: tuple[str, ...] = ()) -> list[list[str]]:
+    """The base model's evaluation, then every run's, in condition and seed order."""
+    return [eval_command(claim, root, steps, label, extra=extra)] + [
+        eval_command(claim, root, steps, label, c, s, extra) for c in claim.conditions for s in claim.seeds]
+
+
+def run_evals(commands: list[list[str]], echo=print) -> None:
+    """Each evaluation not written yet (its --output, the command's last argument)."""
+    for argv in commands:
+        Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
+        run_once(argv, Path(argv[-1]), echo)
+
+
+def eval_rows(argv: list[str]) -> list[dict]:
+    """The held-out completions an evaluation wrote (its --output)."""
+    return [row for _, row in read_jsonl(Path(argv[-1]))]
+
+
 def run_aha(argv: list[str], echo=print) -> None:
     """One `aha ...` command in this Python's environment, from the repository; a failure names it."""
     echo("$ " + shlex.join(argv))

@@ -17,13 +17,12 @@ run measured in docs/environments.md to bench/findings/earlier/try-again.md.
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, Condition, noise, run_folder, run_once
+from runner import Claim, Condition, eval_command, eval_commands, eval_rows, noise, run_evals
 
 STEPS = 20
 SINGLE = Condition("single-turn GRPO", ("env.name=null",))
@@ -38,35 +37,20 @@ CLAIM = Claim(
     common=(f"train.steps={STEPS}", "eval.every=10", "train.report=false", "train.keep_checkpoints=1"))
 
 
-def eval_argv(root: Path, condition: Condition | None, seed: int | None) -> list[str]:
-    """Three-answer greedy episodes of the base model (condition None) or of a run's last checkpoint."""
-    if condition is None:
-        return ["aha", "eval", CLAIM.config, "--output", str(root / CLAIM.slug / "base-3-answers.jsonl")]
-    folder = run_folder(CLAIM, condition, seed, root)
-    return ["aha", "eval", CLAIM.config, "--checkpoint", str(folder / "checkpoints" / f"step-{STEPS}"),
-            "--output", str(root / CLAIM.slug / f"{folder.name}-3-answers.jsonl")]
-
-
-def every_eval(root: Path) -> list[list[str]]:
-    return [eval_argv(root, None, None)] + [eval_argv(root, c, s) for c in CLAIM.conditions for s in CLAIM.seeds]
-
-
-def evaluate(root: Path) -> None:
-    (root / CLAIM.slug).mkdir(parents=True, exist_ok=True)
-    for argv in every_eval(root):
-        run_once(argv, Path(argv[-1]))
+LABEL = "3-answers"  # every model plays the held-out problems as three-answer episodes, greedily
 
 
 def episodes(argv: list[str]) -> dict[str, float]:
     """An evaluation's first-answer and three-answer accuracy, and its mean answers an episode."""
-    rows = [json.loads(line) for line in Path(argv[-1]).read_text().splitlines() if line.strip()]
+    rows = eval_rows(argv)
     return {"first": mean(float(r["turns"][0]["reward"] > 0) for r in rows), "final": mean(r["score"] for r in rows),
             "turns": mean(len(r["turns"]) for r in rows), "n": len(rows)}
 
 
 def analyse(root: Path) -> Found:
-    base = episodes(eval_argv(root, None, None))
-    got = {c.name: [episodes(eval_argv(root, c, s)) for s in CLAIM.seeds] for c in CLAIM.conditions}
+    base = episodes(eval_command(CLAIM, root, STEPS, LABEL))
+    got = {c.name: [episodes(eval_command(CLAIM, root, STEPS, LABEL, c, s)) for s in CLAIM.seeds]
+           for c in CLAIM.conditions}
 
     def column(key: str) -> dict[str, list[float]]:
         return {name: [e[key] for e in runs] for name, runs in got.items()}
@@ -94,7 +78,7 @@ def analyse(root: Path) -> Found:
               f"first answer's accuracy (base model: {base['first']:.3f})": first,
               f"what the later answers add (base model: {base['final'] - base['first']:+.3f})": later,
               f"answers an episode (base model: {base['turns']:.2f})": turns}
-    commands = tuple(shlex.join(argv) for argv in every_eval(root))
+    commands = tuple(shlex.join(argv) for argv in eval_commands(CLAIM, root, STEPS, LABEL))
     notes = (f"Every number is a greedy evaluation of the {base['n']} held-out problems as three-answer episodes; "
              "the base model's is one pass (no seed to vary). The plot shows training: the single-turn runs' "
              "held-out accuracy there is of one answer, the multi-turn runs' of up to three.")
@@ -104,4 +88,4 @@ def analyse(root: Path) -> Found:
 
 
 if __name__ == "__main__":
-    main(CLAIM, analyse, evaluate)
+    main(CLAIM, analyse, lambda root: run_evals(eval_commands(CLAIM, root, STEPS, LABEL)))

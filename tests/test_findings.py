@@ -143,3 +143,17 @@ def test_calibration_of_an_evaluation_by_hand(tmp_path):
     assert got["ece"] == pytest.approx(0.3 * 2 / 3 + 0.8 / 3)
     # (0.04 + 0.64 + 0.64 + 1) / 4: the missing confidence of a wrong answer counts as 1
     assert got["brier"] == pytest.approx((0.04 + 0.64 + 0.64 + 1.0) / 4)
+
+
+def test_a_page_names_the_cpus_that_made_its_runs_not_the_one_writing_it(tmp_path, monkeypatch):
+    import pages
+
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'c' / 'machines.txt'} is missing"):
+        pages.machines(tmp_path / "c")
+    for cpu in ("AMD EPYC (fp32, no native bf16, 2 cores)", "AMD EPYC (fp32, no native bf16, 2 cores)",
+                "Intel Xeon (bf16 autocast, 2 cores)"):
+        monkeypatch.setattr(pages, "cpu_description", lambda cpu=cpu: cpu)
+        pages.record_machine(tmp_path / "c")  # the script trained or evaluated something there
+    monkeypatch.setattr(pages, "cpu_description", lambda: "a third CPU, only writing the page")
+    assert pages.machines(tmp_path / "c") == ("AMD EPYC (fp32, no native bf16, 2 cores) and Intel Xeon (bf16 "
+                                              "autocast, 2 cores)")

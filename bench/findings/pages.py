@@ -149,8 +149,6 @@ NOT_MEASURED = [
     ("graph-transfer", "RL on one graph task transfers zero-shot to unseen graph tasks", "G1 (2025)"),
     ("calibration-reward", "a confidence (Brier) reward restores the calibration a binary reward loses",
      "Damani et al. 2025, RLCR (arXiv:2507.16806)"),
-    ("try-again", "multi-turn \"try again\" training against single-turn training evaluated with three answers",
-     "UFO, unary feedback as observation (2025)"),
 ]
 
 
@@ -182,6 +180,25 @@ def cpu_description() -> str:
     return f"{cpu_model()} ({'bf16 autocast' if native_bf16() else 'fp32, no native bf16'}, {os.cpu_count()} cores)"
 
 
+def record_machine(folder: Path) -> None:
+    """Add this machine to folder/machines.txt (one line per CPU that trained or evaluated the
+    claim's runs), read back by --page-only wherever the page is written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    listed = folder / "machines.txt"
+    seen = listed.read_text().splitlines() if listed.is_file() else []
+    if cpu_description() not in seen:
+        listed.write_text("".join(line + "\n" for line in [*seen, cpu_description()]))
+
+
+def machines(folder: Path) -> str:
+    """The CPUs that made a claim's runs, as record_machine listed them."""
+    listed = folder / "machines.txt"
+    if not listed.is_file():
+        raise FileNotFoundError(f"{listed} is missing: it names the CPU the runs came from. Write its one line (the "
+                                "CPU model, 'bf16 autocast' or 'fp32, no native bf16', the cores) on that machine")
+    return " and ".join(line for line in listed.read_text().splitlines() if line.strip())
+
+
 def main(claim: Claim, analyse, evaluate=None) -> None:
     """A claim script's body: train what is missing and evaluate(root) it (unless --page-only), then analyse(root) gives
     the page's tables, verdict, reason, key number, plot panels and notes; the page, its plot
@@ -194,6 +211,7 @@ def main(claim: Claim, analyse, evaluate=None) -> None:
     args = parser.parse_args()
     os.chdir(ROOT)  # the commands and run folders are relative to the repository
     if not args.page_only:
+        record_machine(args.root / claim.slug)  # the page names the CPU the runs came from, not the one writing it
         run_claim(claim, args.root)
         if evaluate is not None:  # what the claim measures on the trained runs (evaluate(root))
             evaluate(args.root)
@@ -204,8 +222,8 @@ def main(claim: Claim, analyse, evaluate=None) -> None:
     else:
         plot_curves(claim, args.root, found.panels, docs / "img" / f"{claim.slug}.png")
     page = docs / f"{claim.slug}.md"
-    text = page_text(claim, found.tables, found.verdict, found.reason, found.key, args.root, cpu_description(),
-                     f"img/{claim.slug}.png", found.notes, found.commands)
+    text = page_text(claim, found.tables, found.verdict, found.reason, found.key, args.root,
+                     machines(args.root / claim.slug), f"img/{claim.slug}.png", found.notes, found.commands)
     earlier = Path(__file__).parent / "earlier" / f"{claim.slug}.md"  # single runs measured before this script
     page.write_text(text + ("\n" + earlier.read_text() if earlier.is_file() else ""))
     write_index(docs)

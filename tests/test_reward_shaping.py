@@ -54,3 +54,16 @@ def test_calibration_reward_is_correctness_plus_brier():
 def test_the_calibration_verifier_does_not_read_the_confidence_as_the_answer(completion, correct):
     got = calibration_reward(completion, {"answer": "184"}, verifier="numeric_answer")
     assert got["correct"] == correct
+
+
+def test_a_stated_confidence_is_never_the_answer_nor_the_vote():
+    """numeric_answer and majority voting read the last number: a confidence after the answer
+    would be read as the answer (every answer wrong, and maj@k weighted by stated confidence
+    voting on the confidences)."""
+    from aha.eval.sampling import vote_key
+    from aha.rewards import numeric_answer
+
+    assert numeric_answer("23 * 8 = 184 <confidence>0.7</confidence>", {"answer": "184"}) == 1.0
+    assert numeric_answer("23 * 8 = 184 <confidence>0.7</confidence>", {"answer": "0.7"}) == 0.0
+    assert [vote_key(t) for t in ("184 <confidence>0.9</confidence>", "184.0 <confidence>30%</confidence>",
+                                  "<confidence>0.5</confidence>")] == ["184", "184", None]

@@ -104,6 +104,10 @@ def tags(text: str, tag: str = "answer") -> list[Stated]:
     return found
 
 
+# where a completion states how sure it is (rewards.shaping.stated_confidence): never its answer
+CONFIDENCE_TAG = "confidence"
+
+
 def without_tags(text: str, tag: str) -> str:
     """The text with every <tag>...</tag> span cut out (one never closed: to the end)."""
     kept, start = [], 0

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from functools import lru_cache
 
-from aha.rewards.extract import tagged, without_tags
+from aha.rewards.extract import CONFIDENCE_TAG, tagged, without_tags
 
 # invisible characters that are neither whitespace nor a format character (Cf, found in each
 # text): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian and
@@ -95,7 +95,7 @@ def target_length_bonus(completion: str, sample: dict, target_words: int | None 
 _NUMBER = re.compile(r"\s*+(\d++(?:\.\d++)?|\.\d++)\s*+(%?)\s*+$")
 
 
-def stated_confidence(completion: str, tag: str = "confidence") -> float | None:
+def stated_confidence(completion: str, tag: str = CONFIDENCE_TAG) -> float | None:
     """The confidence in the last <confidence>...</confidence> span, as a probability:
     0.8, .8 or 80% -> 0.8. None when absent or outside [0, 1]."""
     span = tagged(completion, tag)
@@ -106,7 +106,7 @@ def stated_confidence(completion: str, tag: str = "confidence") -> float | None:
     return value if 0.0 <= value <= 1.0 else None
 
 
-def calibration_reward(completion: str, sample: dict, verifier: str = "math_answer", tag: str = "confidence") -> dict:
+def calibration_reward(completion: str, sample: dict, verifier: str = "math_answer", tag: str = CONFIDENCE_TAG) -> dict:
     """RLCR (Damani et al. 2025, arXiv:2507.16806): correctness plus a Brier score of the
     stated confidence q, reward = c - (q - c)^2. A missing or malformed confidence counts as
     q = 1 - c (the worst Brier score). Returns {correct, brier} so both are logged; their

@@ -4,9 +4,9 @@ The demo's multiplication problems, with a system prompt and three worked exampl
 turns) that end each answer with a stated confidence, <confidence>0.7</confidence>: without them
 the embedded model never states one (0 of 32 greedy answers with the system prompt alone), and a
 missing confidence scores the worst Brier score in every completion alike, which teaches nothing.
-Two trainings, 20 GRPO steps each, the same prompts and settings: a binary reward (is the answer
-right, read without the confidence) and RLCR's (right + Brier score of the stated confidence,
-`fn: calibration`). Then every model, the base one included, answers the 200 held-out problems
+Two trainings, 20 GRPO steps each, the same prompts and settings: the demo's binary reward
+(numeric_answer, which reads the answer without the confidence) and RLCR's (right + Brier score
+of the stated confidence, `fn: calibration`). Then every model, the base one included, answers the 200 held-out problems
 greedily (`aha eval ... --output`), and each answer's correctness and stated confidence give the
 accuracy, the expected calibration error (10 bins, answers that state a confidence) and the Brier
 score (a missing confidence counted as the worst, as the reward counts it).
@@ -31,14 +31,13 @@ from aha.eval.estimators import expected_calibration_error
 from aha.rewards import stated_confidence
 
 STEPS = 20
-CORRECT = "bench/findings/data/calibration/correct.py:correct"
 SHOTS = ("[{prompt: 'What is 12 * 3?', answer: '12 * 3 = 36 <confidence>0.9</confidence>'}, "
          "{prompt: 'What is 47 * 8?', answer: '47 * 8 = 376 <confidence>0.6</confidence>'}, "
          "{prompt: 'What is 29 * 6?', answer: '29 * 6 = 164 <confidence>0.3</confidence>'}]")  # 164: wrong, unsure
 ASKED = ("task.system_prompt=Answer with the number, then say how sure you are, from 0 to 1, as "
          "<confidence>0.7</confidence>.", f"task.few_shot={SHOTS}", "rollout.max_new_tokens=32",
-         "eval.max_new_tokens=32", f"eval.scorer={CORRECT}")
-BINARY = Condition("GRPO, binary reward", (f"reward=[{{fn: '{CORRECT}'}}]",))
+         "eval.max_new_tokens=32")
+BINARY = Condition("GRPO, binary reward", ())  # the demo's numeric_answer
 RLCR = Condition("GRPO, RLCR reward (right + Brier)", ("reward=[{fn: calibration, args: {verifier: numeric_answer}}]",))
 CLAIM = Claim(
     slug="calibration-reward", title="A confidence (Brier) reward against a binary reward: calibration after RL",
@@ -107,13 +106,13 @@ def analyse(root: Path) -> Found:
               f"mean stated confidence (base model: {base['confidence']:.3f})": confidence,
               f"answers stating a confidence (base model: {base['stated']:.3f})": stated}
     commands = tuple(shlex.join(argv) for argv in eval_commands(CLAIM, root, STEPS, LABEL, ASKED))
-    notes = (f"Every number is a greedy answer to each of the {base['n']} held-out problems; the base model's is one "
-             "pass (no seed to vary). Correctness is numeric_answer on the answer without its <confidence> span "
-             f"(`{CORRECT}`, the calibration reward's own check). The bar: binary RL's mean ECE above the base "
-             "model's, every RLCR seed's ECE below every binary seed's and RLCR's mean below the base model's, "
-             "and RLCR's accuracy no more than two standard errors below binary's. The third worked example's "
-             "answer is wrong (29 * 6 = 174) and says 0.3: the examples show a confidence that varies, not a "
-             "constant to copy.")
+    notes = (f"Every number is a greedy answer to each of the {base['n']} held-out problems; the base model's is "
+             "one pass (no seed to vary). Correctness is the demo's scorer, numeric_answer, which cuts the "
+             "<confidence> span out before it reads the answer (as the calibration reward's check does). The bar: "
+             "binary RL's mean ECE above the base model's, every RLCR seed's ECE below every binary seed's and "
+             "RLCR's mean below the base model's, and RLCR's accuracy no more than two standard errors below "
+             "binary's. The third worked example's answer is wrong (29 * 6 = 174) and says 0.3: the examples show "
+             "a confidence that varies, not a constant to copy.")
     panels = {"eval/accuracy": "held-out accuracy during training", "reward/mean": "training reward (RLCR's: right "
               "+ Brier, in [-1, 1])", "length/mean": "completion length (tokens)"}
     return Found(tables, verdict, reason, key, panels, notes, commands)

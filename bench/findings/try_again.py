@@ -10,9 +10,12 @@ configs/try_again.yaml`): the first answer's accuracy and the accuracy after up 
 
     .venv/bin/python bench/findings/try_again.py [--page-only]
 
-Not run yet (about 70 minutes on a 2-core AVX2 EPYC): first drop "try-again" from NOT_MEASURED in
-pages.py, since the index refuses a page whose claim is still listed there, and move the single
-run measured in docs/environments.md to bench/findings/earlier/try-again.md.
+Not run yet. On a 2-core AVX2 EPYC (fp32) a single-turn step took ~25 s and a multi-turn one
+~130 s (three turns, two sampling rounds): about 2 hours in all, past this script's hour; on a
+CPU with native bf16 the one multi-turn run measured took 43 s a step. Before running it, drop
+"try-again" from NOT_MEASURED in pages.py (the index refuses a page whose claim is still listed
+there) and move the single run measured in docs/environments.md to
+bench/findings/earlier/try-again.md.
 """
 
 from __future__ import annotations

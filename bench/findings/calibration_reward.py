@@ -4,7 +4,7 @@ The demo's multiplication problems, with a system prompt and three worked exampl
 turns) that end each answer with a stated confidence, <confidence>0.7</confidence>: without them
 the embedded model never states one (0 of 32 greedy answers with the system prompt alone), and a
 missing confidence scores the worst Brier score in every completion alike, which teaches nothing.
-Two trainings, 20 GRPO steps each, the same prompts and settings: the demo's binary reward
+Two trainings, 10 GRPO steps each, the same prompts and settings: the demo's binary reward
 (numeric_answer, which reads the answer without the confidence) and RLCR's (right + Brier score
 of the stated confidence, `fn: calibration`). Then every model, the base one included, answers the 200 held-out problems
 greedily (`aha eval ... --output`), and each answer's correctness and stated confidence give the
@@ -13,9 +13,9 @@ score (a missing confidence counted as the worst, as the reward counts it).
 
     .venv/bin/python bench/findings/calibration_reward.py [--page-only]
 
-Not run yet (about an hour on a 2-core AVX2 EPYC: 4 runs of ~25 s a step, 5 evaluations): first
-drop "calibration-reward" from NOT_MEASURED in pages.py (the index refuses a page whose claim is
-still listed there).
+About 53 minutes on a 2-core AVX2 EPYC (fp32): each run ~45 s a step (the worked examples make
+the prompts long), then ~1.5 minutes an evaluation. Ten steps, not the demo's twenty, to stay
+within the hour a claim may take.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from runner import Claim, Condition, eval_command, eval_commands, eval_rows, noi
 from aha.eval.estimators import expected_calibration_error
 from aha.rewards import stated_confidence
 
-STEPS = 20
+STEPS = 10
 SHOTS = ("[{prompt: 'What is 12 * 3?', answer: '12 * 3 = 36 <confidence>0.9</confidence>'}, "
          "{prompt: 'What is 47 * 8?', answer: '47 * 8 = 376 <confidence>0.6</confidence>'}, "
          "{prompt: 'What is 29 * 6?', answer: '29 * 6 = 164 <confidence>0.3</confidence>'}]")  # 164: wrong, unsure
@@ -45,7 +45,8 @@ CLAIM = Claim(
     statement="binary-reward RL degrades calibration; adding a Brier score of a stated confidence (RLCR) improves "
               "calibration with no loss in accuracy.",
     config="configs/quickstart.yaml", conditions=[BINARY, RLCR], seeds=(0, 1),
-    common=(*ASKED, f"train.steps={STEPS}", "eval.every=10", "train.report=false", "train.keep_checkpoints=1"))
+    # held-out accuracy only after training: the evaluations after it (with each answer) measure the claim
+    common=(*ASKED, f"train.steps={STEPS}", "eval.before=false", "train.report=false", "train.keep_checkpoints=1"))
 LABEL = "greedy"
 STATED_MIN = 0.5  # below this share of answers stating a confidence, the base model cannot be measured
 
@@ -59,6 +60,7 @@ def calibration(argv: list[str]) -> dict[str, float]:
     said = [(q, c) for q, c in zip(stated, right) if q is not None]
     worst = [(1.0 - c if q is None else q, c) for q, c in zip(stated, right)]
     return {"accuracy": mean(right), "stated": len(said) / len(rows), "n": len(rows),
+            "distinct": len({q for q, _ in said}),
             "confidence": mean(q for q, _ in said) if said else float("nan"),
             "ece": expected_calibration_error(*zip(*said)) if said else float("nan"),
             "brier": mean((q - c) ** 2 for q, c in worst)}
@@ -113,6 +115,14 @@ def analyse(root: Path) -> Found:
              "RLCR's mean below the base model's, and RLCR's accuracy no more than two standard errors below "
              "binary's. The third worked example's answer is wrong (29 * 6 = 174) and says 0.3: the examples show "
              "a confidence that varies, not a constant to copy.")
+    below = [name for name, values in accuracy.items() if mean(values) < base["accuracy"]]
+    if below:  # the setting's limit: the few-shot turns already lift the base model, and 10 steps may lose it
+        notes += (f" After training, held-out accuracy fell below the base model's {base['accuracy']:.1%} in "
+                  + " and ".join(below) + ": the worked examples alone lift the base model far above the demo's "
+                  "12% (its prompts have none), and what RL does here is measured against that.")
+    notes += (" Distinct confidences stated over the held-out answers: base model "
+              f"{base['distinct']:.0f}; " + "; ".join(f"{name} " + ", ".join(f"{e['distinct']:.0f}" for e in runs)
+                                                   for name, runs in got.items()) + " (per seed).")
     panels = {"eval/accuracy": "held-out accuracy during training", "reward/mean": "training reward (RLCR's: right "
               "+ Brier, in [-1, 1])", "length/mean": "completion length (tokens)"}
     return Found(tables, verdict, reason, key, panels, notes, commands)

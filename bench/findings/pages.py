@@ -147,8 +147,8 @@ NOT_MEASURED = [
     ("ppo-grpo-expert-iteration", "PPO with GAE and no KL vs GRPO vs expert iteration at two model sizes at equal "
      "samples", "Zhao et al. 2025, Echo Chamber (arXiv:2504.07912); Havrilla et al. 2024 (arXiv:2403.04642)"),
     ("graph-transfer", "RL on one graph task transfers zero-shot to unseen graph tasks", "G1 (2025)"),
-    ("calibration-reward", "a confidence (Brier) reward restores the calibration a binary reward loses",
-     "Damani et al. 2025, RLCR (arXiv:2507.16806)"),
+    ("try-again", "multi-turn \"try again\" training against single-turn training evaluated with three answers",
+     "UFO, unary feedback as observation (2025)"),
 ]
 
 

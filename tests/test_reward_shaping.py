@@ -67,3 +67,4 @@ def test_a_stated_confidence_is_never_the_answer_nor_the_vote():
     assert numeric_answer("23 * 8 = 184 <confidence>0.7</confidence>", {"answer": "0.7"}) == 0.0
     assert [vote_key(t) for t in ("184 <confidence>0.9</confidence>", "184.0 <confidence>30%</confidence>",
                                   "<confidence>0.5</confidence>")] == ["184", "184", None]
+    assert vote_key("Answer: Paris <confidence>0.9</confidence>") == "Paris"  # a text answer too

@@ -117,6 +117,11 @@ def without_tags(text: str, tag: str) -> str:
     return "".join(kept) + text[start:]
 
 
+def answer_text(text: str) -> str:
+    """What an answer is read from: the visible text (strip_hidden) without a stated confidence."""
+    return without_tags(strip_hidden(text), CONFIDENCE_TAG)
+
+
 def tagged(text: str, tag: str = "answer") -> str | None:
     """Content of the last closed <tag>...</tag> span."""
     # tags() reads an unclosed one to the end once; a search for "<tag>(.*?)</tag>" read to the
@@ -170,7 +175,7 @@ def final_answer(text: str) -> str | None:
     or answer line, after hidden text is removed. "" for an empty box (an empty answer, not
     a missing one); None if no answer is stated. A negated line ("the answer is not 5") is
     an empty answer."""
-    found = stated_answers(strip_hidden(text))
+    found = stated_answers(answer_text(text))
     if not found:
         return None
     return "" if found[-1].negated else found[-1].text

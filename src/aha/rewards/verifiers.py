@@ -14,9 +14,9 @@ from functools import lru_cache
 from aha.rewards.bounded import MAX_MATH_CHARS, MAX_MATH_DEPTH, bracket_depth, ends_with_number, math_tail, too_large
 from aha.rewards.decimals import decimal_comma_reading, equal_when_rounded
 from aha.rewards.extract import (
-    CONFIDENCE_TAG,
     NUMBER,
     Stated,
+    answer_text,
     boxes,
     final_answer,
     last_boxed,
@@ -26,7 +26,6 @@ from aha.rewards.extract import (
     strip_unit,
     to_float,
     units_differ,
-    without_tags,
 )
 from aha.rewards.fallback import refuses, unstated, without_pronoun_i
 
@@ -39,7 +38,7 @@ def extract_answer(completion: str) -> float | None:
     Only the final answer counts, so a completion cannot score by mentioning the right
     number somewhere (e.g. by repeating an operand) and then concluding something else. A
     stated confidence (<confidence>0.8</confidence>) is no answer: it is cut out first."""
-    completion = without_tags(strip_hidden(completion), CONFIDENCE_TAG)
+    completion = answer_text(completion)
     boxed = last_boxed(completion)
     if boxed is not None:
         return to_float(boxed)

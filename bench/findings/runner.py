@@ -132,11 +132,10 @@ def eval_command(claim: Claim, root: Path, steps: int, label: str, condition: Co
                  seed: int | None = None, extra: tuple[str, ...] = ()) -> list[str]:
     """`aha eval` of the base model (condition None) or of a run's checkpoint at `steps`, writing
     each held-out completion to root/<slug>/<base or the run's folder name>-<label>.jsonl."""
-    model = []
+    name, model = "base", []
     if condition is not None:
         folder = run_folder(claim, condition, seed, root)
-        model = ["--checkpoint", str(folder / "checkpoints" / f"step-{steps}")]
-    name = "base" if condition is None else run_folder(claim, condition, seed, root).name
+        name, model = folder.name, ["--checkpoint", str(folder / "checkpoints" / f"step-{steps}")]
     return ["aha", "eval", claim.config, *extra, *model, "--output", str(root / claim.slug / f"{name}-{label}.jsonl")]
 
 

@@ -157,3 +157,59 @@ def test_a_page_names_the_cpus_that_made_its_runs_not_the_one_writing_it(tmp_pat
     monkeypatch.setattr(pages, "cpu_description", lambda: "a third CPU, only writing the page")
     assert pages.machines(tmp_path / "c") == ("AMD EPYC (fp32, no native bf16, 2 cores) and Intel Xeon (bf16 "
                                               "autocast, 2 cores)")
+
+
+def test_a_condition_with_its_own_config_starts_from_an_earlier_conditions_run_of_its_seed(tmp_path, monkeypatch):
+    """SFT, then GRPO from the SFT run's checkpoint of the same seed ({seed} and {root} in an override)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sft = Condition("SFT", (), config="configs/sft_arithmetic.yaml")
+    then = Condition("SFT then GRPO", ("model={root}/c/sft-s{seed}/checkpoints/step-2",))
+    claim = Claim("c", "t", "s", "claim", "configs/quickstart.yaml", [sft, then], seeds=(0, 1),
+                  common=(*TINY, "sft.batch_size=2"))
+    assert runner.command(claim, then, 1, tmp_path)[:3] == ["aha", "train", "configs/quickstart.yaml"]
+    assert f"model={tmp_path}/c/sft-s1/checkpoints/step-2" in runner.command(claim, then, 1, tmp_path)
+    assert runner.command(claim, sft, 0, tmp_path)[2] == "configs/sft_arithmetic.yaml"
+    said = []
+    run_claim(claim, tmp_path, echo=said.append)
+    import yaml
+
+    for seed in (0, 1):
+        folder = run_folder(claim, then, seed, tmp_path)
+        assert finished(folder)
+        assert yaml.safe_load((folder / "config.yaml").read_text())["model"] == str(
+            tmp_path / "c" / f"sft-s{seed}" / "checkpoints" / "step-2")
+        assert yaml.safe_load((run_folder(claim, sft, seed, tmp_path) / "config.yaml").read_text())["method"] == "sft"
+    run_claim(claim, tmp_path, echo=said.append)  # each kept: its config is the one its command makes
+    assert said[-4:] == [f"{run_folder(claim, c, s, tmp_path)}: finished, kept" for c in (sft, then) for s in (0, 1)]
+
+
+def test_wall_time_curves_by_hand():
+    """Two steps of 30 s and 90 s, evaluations before, after the first and after the second."""
+    import sft_then_rl
+
+    records = [{"step": 0, "eval/accuracy": 0.1}, {"step": 1, "time/step_s": 30.0}, {"step": 1, "eval/accuracy": 0.3},
+               {"step": 2, "time/step_s": 90.0}, {"step": 2, "eval/accuracy": 0.5}]
+    points = sft_then_rl.timeline(records, start=2.0)
+    assert points == [(2.0, 0.1), (2.5, 0.3), (4.0, 0.5)]
+    assert sft_then_rl.accuracy_at(points, 2.25) == pytest.approx(0.2)
+    assert sft_then_rl.accuracy_at(points, 3.25) == pytest.approx(0.4)
+    assert sft_then_rl.accuracy_at(points, 9.0) == 0.5  # after its last evaluation: where it ended
+    assert sft_then_rl.accuracy_at(points, 1.0) == 0.1  # before it started: where it started
+
+
+def test_sampled_completions_and_the_per_size_bar_by_hand():
+    import ppo_grpo_expert_iteration as claim
+
+    assert claim.sampled([{"groups/sampled": 8}, {"step": 2, "groups/sampled": 16}, {"eval/accuracy": 0.5}]) == 192
+    assert claim.sampled([{"rft/sampled_total": 128}, {"rft/sampled_total": 256}, {"eval/accuracy": 0.5}]) == 256
+    grpo, ppo, ei = claim.SMALL
+    # best 0.40 on 200 problems: two standard errors 2 * sqrt(0.4 * 0.6 / 200) = 0.0693
+    final = {grpo.name: [0.40, 0.40], ppo.name: [0.35, 0.35], ei.name: [0.34, 0.34]}
+    best, margin, said = claim.judge(final, claim.SMALL, 200)
+    assert (best, round(margin, 4), said) == (grpo.name, 0.0693, "held")
+    final[ei.name] = [0.33, 0.33]
+    assert claim.judge(final, claim.SMALL, 200)[2] == "failed"
+    # the tiny runs start from the tiny SFT run of their own seed
+    assert f"model={Path('r')}/ppo-grpo-expert-iteration/tiny-sft-warm-start-s1/checkpoints/step-170" in \
+        runner.command(claim.CLAIM, claim.TINY[0], 1, Path("r"))
+    assert runner.run_folder(claim.CLAIM, claim.TINY_SFT, 1, Path("r")).name == "tiny-sft-warm-start-s1"

@@ -135,8 +135,6 @@ def read_marker(page: Path) -> tuple[str, str, str]:
 # claim leaves this list when its script writes its page (index_text refuses one in both).
 NOT_MEASURED = [
     ("limr", "a selected subset of prompts matches or beats the full set", "Li et al. 2025, LIMR (arXiv:2502.11886)"),
-    ("sft-then-rl", "SFT warm start against RL alone at equal wall time; SFT then RL",
-     "DeepSeek-AI 2025, DeepSeek-R1 (arXiv:2501.12948)"),
     ("rm-ensembles", "reward-model accuracy predicts best-of-N gains; ensembles (mean, min, mean - k std) against one "
      "head, at selection and as the RL reward under a gold monitor",
      "Coste et al. 2024, RM ensembles (arXiv:2310.02743)"),

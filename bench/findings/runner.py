@@ -33,6 +33,7 @@ class Condition:
     name: str
     overrides: tuple[str, ...] = ()
     runs: str | None = None  # the folder (under the root) of its runs when not the claim's: claims that share it
+    config: str | None = None  # its own YAML config, when not the claim's (another method: sft, rft)
 
 
 @dataclass
@@ -58,9 +59,22 @@ def slug(name: str) -> str:
     return "-".join(re.findall(r"[a-z0-9.]+", name.lower()))
 
 
+def config_of(claim: Claim, condition: Condition) -> str:
+    return condition.config or claim.config
+
+
+def overrides(claim: Claim, condition: Condition, seed: int, root: Path) -> list[str]:
+    """The claim's and the condition's overrides and the seed; "{seed}" and "{root}" in a condition's
+    override name the run's seed and the runs' root, so that a run can start from the checkpoint of
+    an earlier condition's run of the same seed (model={root}/<slug>/<its folder>-s{seed}/checkpoints/...)."""
+    # replace, not str.format: overrides hold YAML braces ("reward=[{fn: ...}]")
+    return [*claim.common, *(o.replace("{seed}", str(seed)).replace("{root}", str(root)) for o in condition.overrides),
+            f"seed={seed}"]
+
+
 def command(claim: Claim, condition: Condition, seed: int, root: Path) -> list[str]:
     """The `aha train` command of one run (what the page shows)."""
-    return ["aha", "train", claim.config, *claim.common, *condition.overrides, f"seed={seed}",
+    return ["aha", "train", config_of(claim, condition), *overrides(claim, condition, seed, root),
             f"output_dir={run_folder(claim, condition, seed, root)}", "train.resume=true"]
 
 
@@ -92,15 +106,15 @@ def differences(saved: dict, wanted: dict, path: tuple = ()) -> list[str]:
     return [] if saved == wanted else [".".join(path)]
 
 
-def check_kept(claim: Claim, condition: Condition, seed: int, folder: Path) -> None:
+def check_kept(claim: Claim, condition: Condition, seed: int, folder: Path, root: Path) -> None:
     """A finished run is kept only if it is the run the command describes (a condition two claims
     share, or a script whose settings changed since, would otherwise be read as this one)."""
     import yaml
 
     from aha.config import dump_config, load_config
 
-    wanted = yaml.safe_load(dump_config(load_config(claim.config, [*claim.common, *condition.overrides,
-                                                                   f"seed={seed}"])))
+    wanted = yaml.safe_load(dump_config(load_config(config_of(claim, condition),
+                                                    overrides(claim, condition, seed, root))))
     changed = differences(yaml.safe_load((folder / "config.yaml").read_text()), wanted)
     if changed:
         raise RuntimeError(f"{folder} was trained with other settings than its command's ({', '.join(changed)}); "
@@ -113,7 +127,7 @@ def run_claim(claim: Claim, root: Path, echo=print) -> None:
         for seed in claim.seeds:
             folder = run_folder(claim, condition, seed, root)
             if finished(folder):
-                check_kept(claim, condition, seed, folder)
+                check_kept(claim, condition, seed, folder, root)
                 echo(f"{folder}: finished, kept")
                 continue
             run_aha(command(claim, condition, seed, root), echo)

@@ -142,8 +142,6 @@ NOT_MEASURED = [
      "Cheng et al. 2025, PURE (arXiv:2504.15275)"),
     ("verifier-errors", "rule verifiers' false negatives against model verifiers' susceptibility to hacking",
      "pitfalls of rule- and model-based verifiers (2025)"),
-    ("ppo-grpo-expert-iteration", "PPO with GAE and no KL vs GRPO vs expert iteration at two model sizes at equal "
-     "samples", "Zhao et al. 2025, Echo Chamber (arXiv:2504.07912); Havrilla et al. 2024 (arXiv:2403.04642)"),
     ("graph-transfer", "RL on one graph task transfers zero-shot to unseen graph tasks", "G1 (2025)"),
     ("try-again", "multi-turn \"try again\" training against single-turn training evaluated with three answers",
      "UFO, unary feedback as observation (2025)"),

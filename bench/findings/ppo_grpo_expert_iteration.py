@@ -88,6 +88,7 @@ def judge(final: dict[str, list[float]], conditions: list[Condition], n: int) ->
 def analyse(root: Path) -> Found:
     final = measure(CLAIM, root, last("eval/accuracy"))
     budget = measure(CLAIM, root, sampled)
+    length = measure(CLAIM, root, last("eval/length"))  # the greedy answers' mean length
     base = at("eval/accuracy", 0)(read_metrics(run_folder(CLAIM, SMALL[0], CLAIM.seeds[0], root)))  # untrained
     tiny_base = final[TINY_SFT.name]
     sizes = [("135M", SMALL), ("tiny", TINY)]
@@ -126,9 +127,20 @@ def analyse(root: Path) -> Found:
              "standard errors of where it started) is left out; reproduced when the bar holds at every size left, "
              "mixed at some, not reproduced at none, not testable here when no size is left. "
              "Expert iteration keeps a completion when it is right and "
-             "stops within the 16-token budget, and takes two SFT steps of 16 a round, so it takes as many "
+             "stops within the training budget (16 tokens; the tiny model's 64 characters), and takes two SFT "
+             "steps of 16 a round, so it takes as many "
              "optimizer steps as the RL runs. GRPO is DeepSeekMath's (k3 KL to the reference, 0.04; symmetric "
              "clip); PPO has no KL and its own critic, a second model of the same size.")
+    over = [f"{ei.name} seed {seed}: {got:.0f} against {rl:.0f}" for (_, (grpo, _, ei)) in sizes
+            for seed, got, rl in zip(CLAIM.seeds, budget[ei.name], budget[grpo.name]) if got > rl]
+    if over:  # a round that keeps nothing takes no optimizer step, so the steps' budget samples more rounds
+        notes += (" Expert iteration samples another round when one keeps nothing (no optimizer step is taken), so "
+                  "with the optimizer steps fixed it sampled more where rounds came back empty: "
+                  + "; ".join(over) + ".")
+    never = [f"{c.name} seed {seed}" for c in CLAIM.conditions for seed, n in zip(CLAIM.seeds, length[c.name])
+             if n >= 64]
+    if never:
+        notes += " Runs whose every held-out answer ran to the 64-token limit: " + ", ".join(never) + "."
     return Found(tables, verdict, reason, key, {}, notes, plot=plot(final, start))
 
 

@@ -15,8 +15,9 @@ shows the budgets were equal.
 
     .venv/bin/python bench/findings/ppo_grpo_expert_iteration.py [--page-only]
 
-About 45 minutes on a 2-core AVX2 EPYC (fp32): the 135M runs take ~30 s (GRPO), ~45 s (PPO, with
-its critic) and ~20 s (expert iteration) a step, the tiny ones a few minutes in all.
+About 37 minutes on a 2-core AVX2 EPYC (fp32): the 135M runs take ~27 s (GRPO), ~39 s (PPO, with
+its critic) and ~11 s (expert iteration) a step, ~1 minute an evaluation; the tiny ones a few
+minutes in all.
 """
 
 from __future__ import annotations

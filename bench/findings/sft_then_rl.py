@@ -13,8 +13,8 @@ wall times meet, reading each run's accuracy between its evaluations linearly.
 
     .venv/bin/python bench/findings/sft_then_rl.py [--page-only]
 
-About 55 minutes on a 2-core AVX2 EPYC (fp32): GRPO ~25 s a step (16 tokens), SFT ~9 s a step,
-~1.3 minutes an evaluation.
+About 48 minutes on a 2-core AVX2 EPYC (fp32): the demo's GRPO ~18 s a step (16 tokens), SFT
+~10 s a step, GRPO after SFT ~52 s a step (48 tokens, longer answers), ~1 minute an evaluation.
 """
 
 from __future__ import annotations

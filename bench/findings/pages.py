@@ -101,12 +101,7 @@ def cell(value: float, whole: bool = False) -> str:
 def plot_curves(claim: Claim, root: Path, panels: dict[str, str], path: Path) -> Path:
     """One panel per metric (metric: its title), one line per condition: the mean over seeds at
     each step, with the seeds' range shaded."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
+    fig, axes = new_figure(1, len(panels), figsize=(4.5 * len(panels), 3.4), squeeze=False)
     for ax, (metric, title) in zip(axes[0], panels.items()):
         for name, per_seed in curves(claim, root, metric).items():
             steps = sorted(set().union(*per_seed))
@@ -116,6 +111,23 @@ def plot_curves(claim: Claim, root: Path, panels: dict[str, str], path: Path) ->
         ax.set_title(title)
         ax.set_xlabel("step")
     axes[0][0].legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def new_figure(*args, **kwargs):
+    """matplotlib's plt.subplots(...) drawn off-screen (these machines have no display): (fig, axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path: Path) -> Path:
+    """A page's plot as every page writes it: laid out, 110 dpi, the figure closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

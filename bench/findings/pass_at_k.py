@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from statistics import mean
 
-from pages import Found, main
+from pages import Found, main, new_figure, save_figure
 from runner import Claim, Condition, noise, run_folder, run_once
 from shared import COMMON, CONFIG, GRPO48, SEEDS, STEPS
 
@@ -68,12 +68,7 @@ def pass_curves(root: Path) -> dict[str, list[dict[int, float]]]:
 
 def plot(curves: dict[str, list[dict[int, float]]]):
     def draw(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        fig, ax = new_figure(figsize=(5.5, 3.8))
         for name, runs in curves.items():
             ks = sorted(runs[0])
             line, = ax.plot(ks, [mean(r[k] for r in runs) for k in ks], marker="o", label=name)
@@ -83,10 +78,7 @@ def plot(curves: dict[str, list[dict[int, float]]]):
         ax.set_xlabel("k")
         ax.set_title(f"pass@k, {PROBLEMS} held-out problems, {SAMPLES} samples each")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path)
     return draw
 
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import mean
 
-from pages import Found, main
+from pages import Found, main, new_figure, save_figure
 from runner import Claim, Condition, at, last, measure, noise, read_metrics, run_folder, tail_mean
 
 SMALL_STEPS, TINY_STEPS, TINY_SFT_STEPS = 10, 60, 170
@@ -149,12 +149,7 @@ def plot(final: dict[str, list[float]], start: dict[str, float]):
     """Held-out accuracy of each method at each size: the seeds as dots, their mean as a bar, where
     the size started as a dashed line."""
     def draw(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+        fig, axes = new_figure(1, 2, figsize=(9, 3.4), sharey=True)
         for ax, (size, conditions) in zip(axes, (("135M", SMALL), ("tiny", TINY))):
             names = [c.name.split(",")[0] for c in conditions]
             ax.bar(names, [mean(final[c.name]) for c in conditions], color=["C0", "C1", "C2"], alpha=0.6)
@@ -164,10 +159,7 @@ def plot(final: dict[str, list[float]], start: dict[str, float]):
             ax.set_title(f"{size}: held-out greedy accuracy")
             ax.tick_params(axis="x", labelsize=8)
         axes[0].legend(fontsize=8)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path)
     return draw
 
 

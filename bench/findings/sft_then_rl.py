@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import mean
 
-from pages import Found, main
+from pages import Found, main, new_figure, save_figure
 from runner import Claim, Condition, at, last, measure, noise, read_metrics, run_folder
 
 SFT_STEPS, THEN_STEPS, RL_STEPS = 17, 10, 20
@@ -76,12 +76,7 @@ def timelines(root: Path) -> dict[str, list[list[tuple[float, float]]]]:
 
 def plot(lines: dict[str, list[list[tuple[float, float]]]]):
     def draw(path: Path) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.8))
+        fig, ax = new_figure(figsize=(6, 3.8))
         for (name, runs), color in zip(lines.items(), ("C0", "C1", "C2")):
             for i, run in enumerate(runs):
                 ax.plot(*zip(*run), marker="o", color=color, alpha=1.0 if i == 0 else 0.5,
@@ -89,10 +84,7 @@ def plot(lines: dict[str, list[list[tuple[float, float]]]]):
         ax.set_xlabel("minutes of training (evaluations left out)")
         ax.set_ylabel("held-out greedy accuracy")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path)
     return draw
 
 

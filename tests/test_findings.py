@@ -183,6 +183,38 @@ def test_a_condition_with_its_own_config_starts_from_an_earlier_conditions_run_o
     assert said[-4:] == [f"{run_folder(claim, c, s, tmp_path)}: finished, kept" for c in (sft, then) for s in (0, 1)]
 
 
+def test_a_condition_prepares_its_data_from_an_earlier_conditions_run_once(tmp_path, monkeypatch):
+    """LIMR's shape: `aha select` on the full-set run of the same seed writes the prompts the next run
+    trains on, and the held-out problems as a file; each prepared once, and the page shows the commands."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    task = ("task.a_max=4", "task.b_max=3", "task.num_eval=2")  # 6 problems, a few to train on: epochs in 4 steps
+    full = Condition("full", task)
+    subset = Condition("subset", ("task.name=null", "task.data={root}/p/subset-s{seed}.jsonl",
+                                  "task.eval_data={root}/p/held.jsonl", "reward=[{fn: aha.rewards:numeric_answer}]"),
+                       prepare=(("aha", "eval", "configs/quickstart.yaml", "model=tiny", "eval.max_new_tokens=4", *task,
+                                 "--output", "{root}/p/held.jsonl"),
+                                ("aha", "select", "{root}/p/full-s{seed}", "--threshold", "-1",
+                                 "--out", "{root}/p/subset-s{seed}.jsonl")))
+    claim = Claim("p", "t", "s", "claim", "configs/quickstart.yaml", [full, subset], seeds=(0,),
+                  common=(*TINY, "train.steps=4", "algorithm.dynamic_sampling=false"))
+    said = []
+    run_claim(claim, tmp_path, echo=said.append)
+    held, chosen = tmp_path / "p" / "held.jsonl", tmp_path / "p" / "subset-s0.jsonl"
+    from aha.algorithms.selection import learning_impact
+    from aha.eval.selection import trajectories
+
+    scored = learning_impact(trajectories(run_folder(claim, full, 0, tmp_path)))
+    picked = [json.loads(line) for line in chosen.read_text().splitlines()]
+    assert sorted(str(row["id"]) for row in picked) == sorted(scored)  # threshold -1: every scored prompt kept
+    assert len(held.read_text().splitlines()) == records(run_folder(claim, subset, 0, tmp_path))[0]["eval/n"]
+    assert all(finished(run_folder(claim, c, 0, tmp_path)) for c in (full, subset))
+    assert said.count(f"$ aha select {tmp_path}/p/full-s0 --threshold -1 --out {chosen}") == 1
+    run_claim(claim, tmp_path, echo=said.append)  # finished: nothing prepared or trained again
+    assert said[-2:] == [f"{run_folder(claim, c, 0, tmp_path)}: finished, kept" for c in (full, subset)]
+    text = page_text(claim, {}, "mixed", "r", "k", tmp_path, "a CPU")
+    assert text.index(f"--output {held}") < text.index(f"task.data={chosen}")
+
+
 def test_wall_time_curves_by_hand():
     """Two steps of 30 s and 90 s, evaluations before, after the first and after the second."""
     import sft_then_rl

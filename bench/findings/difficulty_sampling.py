@@ -23,7 +23,7 @@ from pathlib import Path
 from statistics import mean
 
 from pages import Found, main
-from runner import ROOT, Claim, Condition, last, measure, spread
+from runner import ROOT, Claim, Condition, last, measure, spread, total
 
 sys.path.insert(0, str(ROOT / "bench"))
 from curriculum import GROUP_SIZE, write_pool  # noqa: E402  (the pool bench/curriculum.py measures on)
@@ -69,12 +69,6 @@ def rollouts_to(target: float):
 
 def step_of(target: float):
     return lambda records: first_at_or_above(records, target)[1]
-
-
-def total(metric: str):
-    def read(records: list[dict]) -> float:
-        return float(sum(r[metric] for r in records if "time/step_s" in r))
-    return read
 
 
 def compare(final: dict, reach: dict, at_step: dict, name: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
 
-from runner import ROOT, VERDICTS, Claim, command, curves, run_claim, spread
+from runner import ROOT, VERDICTS, Claim, command, curves, prepare_commands, run_claim, spread
 
 MARKER = re.compile(r'<!-- finding: source="([^"]*)" verdict="([^"]*)" key="([^"]*)" -->')
 INDEX_HEAD = """# Findings
@@ -60,8 +60,8 @@ def page_text(claim: Claim, tables: dict[str, dict[str, list[float]]], verdict: 
              f"Measured on {cpu}; seeds {seeds}; each run is one command (`.venv/bin/python bench/findings/"
              f"{claim.slug.replace('-', '_')}.py` runs them all, keeping finished ones and resuming stopped ones, then "
              "writes this page):", "", "```bash"]
-    lines += [shlex.join(command(claim, condition, seed, root)) for condition in claim.conditions
-              for seed in claim.seeds]
+    lines += [shlex.join(argv) for condition in claim.conditions for seed in claim.seeds
+              for argv in [*prepare_commands(condition, seed, root), command(claim, condition, seed, root)]]
     lines += list(extra)  # what the script runs on the trained runs (evaluations)
     lines += ["```", "", "## Results", ""]
     for title, values in tables.items():

@@ -34,6 +34,9 @@ class Condition:
     overrides: tuple[str, ...] = ()
     runs: str | None = None  # the folder (under the root) of its runs when not the claim's: claims that share it
     config: str | None = None  # its own YAML config, when not the claim's (another method: sft, rft)
+    # aha commands run before its training, each unless the file it writes (its last argument) exists:
+    # what the run reads and no run makes (the prompts `aha select` picks from an earlier run)
+    prepare: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass
@@ -67,9 +70,18 @@ def overrides(claim: Claim, condition: Condition, seed: int, root: Path) -> list
     """The claim's and the condition's overrides and the seed; "{seed}" and "{root}" in a condition's
     override name the run's seed and the runs' root, so that a run can start from the checkpoint of
     an earlier condition's run of the same seed (model={root}/<slug>/<its folder>-s{seed}/checkpoints/...)."""
-    # replace, not str.format: overrides hold YAML braces ("reward=[{fn: ...}]")
-    return [*claim.common, *(o.replace("{seed}", str(seed)).replace("{root}", str(root)) for o in condition.overrides),
-            f"seed={seed}"]
+    return [*claim.common, *(fill(o, seed, root) for o in condition.overrides), f"seed={seed}"]
+
+
+def fill(text: str, seed: int, root: Path) -> str:
+    """text with "{seed}" and "{root}" replaced (str.replace, not str.format: overrides hold YAML
+    braces, "reward=[{fn: ...}]")."""
+    return text.replace("{seed}", str(seed)).replace("{root}", str(root))
+
+
+def prepare_commands(condition: Condition, seed: int, root: Path) -> list[list[str]]:
+    """The commands run before one of the condition's runs, placeholders filled."""
+    return [[fill(word, seed, root) for word in argv] for argv in condition.prepare]
 
 
 def command(claim: Claim, condition: Condition, seed: int, root: Path) -> list[str]:
@@ -130,6 +142,9 @@ def run_claim(claim: Claim, root: Path, echo=print) -> None:
                 check_kept(claim, condition, seed, folder, root)
                 echo(f"{folder}: finished, kept")
                 continue
+            for argv in prepare_commands(condition, seed, root):
+                Path(argv[-1]).parent.mkdir(parents=True, exist_ok=True)
+                run_once(argv, Path(argv[-1]), echo)
             run_aha(command(claim, condition, seed, root), echo)
 
 
@@ -216,6 +231,13 @@ def tail_mean(metric: str, steps: int):
         if not held:
             raise ValueError(f"no {metric} logged at a training step")
         return mean(float(v) for v in held)
+    return read
+
+
+def total(metric: str):
+    """A training metric summed over a run's steps (groups/sampled: every group the run drew)."""
+    def read(records: list[dict]) -> float:
+        return float(sum(r[metric] for r in records if "time/step_s" in r))
     return read
 
 

@@ -245,3 +245,36 @@ def test_sampled_completions_and_the_per_size_bar_by_hand():
     assert f"model={Path('r')}/ppo-grpo-expert-iteration/tiny-sft-warm-start-s1/checkpoints/step-170" in \
         runner.command(claim.CLAIM, claim.TINY[0], 1, Path("r"))
     assert runner.run_folder(claim.CLAIM, claim.TINY_SFT, 1, Path("r")).name == "tiny-sft-warm-start-s1"
+
+
+def test_verifier_error_rates_and_reward_changes_by_hand(tmp_path):
+    import verifier_errors as claim10
+
+    (tmp_path / "verifier-errors").mkdir()
+
+    def write(argv, rows):
+        Path(argv[-1]).write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    naive, checked = (claim10.audit_command(tmp_path, name, reward) for name, reward in claim10.RULES.items())
+    write(naive, [{"error": "false_negative"}] * 171)
+    write(checked, [{"error": "false_negative"}] * 2)
+    # the judge: every wrong answer graded 0.25 (one it failed to grade: 0), right ones 0.6 or 0.25
+    everything, nothing = (claim10.audit_command(tmp_path, claim10.JUDGE_NAME, claim10.JUDGE_REWARD, t)
+                           for t in claim10.JUDGE_THRESHOLDS)
+    assert everything[-3:] == ["0", "--output", str(tmp_path / "verifier-errors" /
+                                                      "audit-135m-judge-shown-the-reference-model-t0.jsonl")]
+    write(everything, [{"error": "false_positive", "reward": 0.25, "failed": False}] * 137)
+    write(nothing, [{"error": "false_negative", "reward": 0.6, "failed": False}] * 133
+          + [{"error": "false_negative", "reward": 0.25, "failed": False}] * 133)
+    rates = claim10.error_rates(tmp_path)  # the labels: 266 right answers, 138 near misses
+    assert rates == {"numeric_answer (rule)": (171 / 266, 0.0), "math_answer (rule, math-verify)": (2 / 266, 0.0),
+                     claim10.JUDGE_NAME: (0.5, 0.0)}
+    right, wrong = claim10.judge_grades(tmp_path, 266, 138)
+    assert sorted(set(wrong)) == [0.0, 0.25] and len(wrong) == 138
+    # half the right answers above every wrong one; the other half tie 137 of them and beat the failed one
+    assert claim10.auc(right, wrong) == pytest.approx(0.5 + 0.5 * (137 * 0.5 + 1) / 138)
+    rewards = [0.1, 0.2, 0.3, 0, 0, 1, 1, 1, 1, 1]  # the first 3 average 0.2, the last 5 average 1
+    steps = [{"step": s, "time/step_s": 1.0, "reward/mean": r} for s, r in enumerate(rewards)]
+    assert claim10.change("reward/mean")(steps + [{"step": 10, "eval/accuracy": 0.5}]) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="reward/mean logged at 7 steps, fewer than 8"):
+        claim10.change("reward/mean")(steps[:7])

@@ -278,3 +278,14 @@ def test_verifier_error_rates_and_reward_changes_by_hand(tmp_path):
     assert claim10.change("reward/mean")(steps + [{"step": 10, "eval/accuracy": 0.5}]) == pytest.approx(0.8)
     with pytest.raises(ValueError, match="reward/mean logged at 7 steps, fewer than 8"):
         claim10.change("reward/mean")(steps[:7])
+
+
+def test_graph_transfer_reads_the_most_common_answers_by_hand(tmp_path):
+    import graph_transfer as claim12b
+
+    path = tmp_path / "eval.jsonl"
+    rows = [("yes", "Yes, there is a path."), ("yes", "no"), ("no", "The answer is no. 3"), ("yes", "NO")]
+    path.write_text("".join(json.dumps({"answer": a, "completion": c}) + "\n" for a, c in rows))
+    assert claim12b.majority(path) == 0.75  # "yes" is 3 of the 4 reference answers
+    # the model's last yes, no or number: yes, no, 3, no
+    assert claim12b.modal_share(path, claim12b.ANSWER) == 0.5

@@ -63,14 +63,15 @@ def count(path: Path) -> int:
     return len(scores(path))
 
 
-def modal_share(path: Path) -> float:
-    """The share of completions whose last number is the most common one: near 1 is one answer to
-    everything (a shortcut learned from the training split's answers), not transfer."""
+def modal_share(path: Path, answer: str = r"-?\d+") -> float:
+    """The share of completions whose last answer (the last match of `answer`: a number) is the most
+    common one: near 1 is one answer to everything (a shortcut learned from the training split's
+    answers), not transfer."""
     answers = []
     for line in path.read_text().splitlines():
-        numbers = re.findall(r"-?\d+", json.loads(line)["completion"]) if line.strip() else None
-        if numbers is not None:
-            answers.append(numbers[-1] if numbers else None)
+        found = re.findall(answer, json.loads(line)["completion"].lower()) if line.strip() else None
+        if found is not None:
+            answers.append(found[-1] if found else None)
     return max(answers.count(a) for a in set(answers)) / len(answers)
 
 
@@ -111,8 +112,8 @@ def analyse(root: Path) -> Found:
     commands = tuple(shlex.join(eval_argv(root, level, seed)) for level in LEVELS for seed in (None, *CLAIM.seeds))
     notes = (f"The base model's accuracy is one greedy pass (no seed to vary); the trained rows' spread "
              f"({', '.join(f'd{level} {spread(trained[level]):.1%}' for level in LEVELS)}) is the training seed's. "
-             "The graph-task half of the issue's claim (G1: transfer to unseen graph tasks) is not measured: the "
-             "base model is at chance on the yes/no graph tasks and near 1% on shortest_path.")
+             "The graph-task half of the claim (G1: transfer to unseen graph tasks) has its own page, "
+             "[RL on one graph task, evaluated on graph tasks it never saw](graph-transfer.md).")
     panels = {"reward/correct_frac": "training (difficulty 1): correct fraction",
               "eval/accuracy": "held-out greedy accuracy, difficulty 2", "length/mean": "completion length (tokens)"}
     return Found(tables, verdict, reason, key, panels, notes, commands)

@@ -146,17 +146,11 @@ def read_marker(page: Path) -> tuple[str, str, str]:
 # The claims that have no page yet: (the page's slug to be, the claim, its source). A
 # claim leaves this list when its script writes its page (index_text refuses one in both).
 NOT_MEASURED = [
-    ("limr", "a selected subset of prompts matches or beats the full set", "Li et al. 2025, LIMR (arXiv:2502.11886)"),
     ("rm-ensembles", "reward-model accuracy predicts best-of-N gains; ensembles (mean, min, mean - k std) against one "
      "head, at selection and as the RL reward under a gold monitor",
      "Coste et al. 2024, RM ensembles (arXiv:2310.02743)"),
     ("prm-credit", "a PRM's min form against its sum form, and 10% verifiable reward mixed in",
      "Cheng et al. 2025, PURE (arXiv:2504.15275)"),
-    ("verifier-errors", "rule verifiers' false negatives against model verifiers' susceptibility to hacking",
-     "pitfalls of rule- and model-based verifiers (2025)"),
-    ("graph-transfer", "RL on one graph task transfers zero-shot to unseen graph tasks", "G1 (2025)"),
-    ("try-again", "multi-turn \"try again\" training against single-turn training evaluated with three answers",
-     "UFO, unary feedback as observation (2025)"),
 ]
 
 

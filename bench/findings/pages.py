@@ -39,8 +39,7 @@ NOT_YET_HEAD = """
 
 These claims have a script to come; until then they have no verdict here. Measured results still
 on other pages of the docs (DPO's likelihood displacement and RPO's fix, PURE's PRM
-hacking in methods.md, the judge gamed under the hacking monitor in rewards.md) are single runs that move
-here as their scripts re-run them with seeds.
+hacking in methods.md) are single runs that move here as their scripts re-run them with seeds.
 
 """
 

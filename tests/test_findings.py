@@ -266,10 +266,11 @@ def test_verifier_error_rates_and_reward_changes_by_hand(tmp_path):
     write(everything, [{"error": "false_positive", "reward": 0.25, "failed": False}] * 137)
     write(nothing, [{"error": "false_negative", "reward": 0.6, "failed": False}] * 133
           + [{"error": "false_negative", "reward": 0.25, "failed": False}] * 133)
-    rates = claim10.error_rates(tmp_path)  # the labels: 266 right answers, 138 near misses
+    assert claim10.label_counts() == (266, 138)  # the labels: 266 right answers, 138 near misses
+    right, wrong = claim10.judge_grades(tmp_path, 266, 138)
+    rates = claim10.error_rates(tmp_path, 266, 138, (right, wrong))
     assert rates == {"numeric_answer (rule)": (171 / 266, 0.0), "math_answer (rule, math-verify)": (2 / 266, 0.0),
                      claim10.JUDGE_NAME: (0.5, 0.0)}
-    right, wrong = claim10.judge_grades(tmp_path, 266, 138)
     assert sorted(set(wrong)) == [0.0, 0.25] and len(wrong) == 138
     # half the right answers above every wrong one; the other half tie 137 of them and beat the failed one
     assert claim10.auc(right, wrong) == pytest.approx(0.5 + 0.5 * (137 * 0.5 + 1) / 138)
@@ -286,6 +287,6 @@ def test_graph_transfer_reads_the_most_common_answers_by_hand(tmp_path):
     path = tmp_path / "eval.jsonl"
     rows = [("yes", "Yes, there is a path."), ("yes", "no"), ("no", "The answer is no. 3"), ("yes", "NO")]
     path.write_text("".join(json.dumps({"answer": a, "completion": c}) + "\n" for a, c in rows))
-    assert claim12b.majority(path) == 0.75  # "yes" is 3 of the 4 reference answers
+    assert claim12b.majority(["aha", "eval", "--output", str(path)]) == 0.75  # "yes": 3 of the 4 references
     # the model's last yes, no or number: yes, no, 3, no
     assert claim12b.modal_share(path, claim12b.ANSWER) == 0.5

@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, Condition, eval_command, eval_commands, eval_rows, noise, run_evals
+from runner import Claim, Condition, eval_command, eval_commands, noise, output_rows, run_evals
 
 from aha.eval.estimators import expected_calibration_error
 from aha.rewards import stated_confidence
@@ -54,7 +54,7 @@ STATED_MIN = 0.5  # below this share of answers stating a confidence, the base m
 def calibration(argv: list[str]) -> dict[str, float]:
     """One evaluation's accuracy, share of answers stating a confidence, their mean confidence,
     the ECE over those, and the Brier score with a missing confidence counted as the worst."""
-    rows = eval_rows(argv)
+    rows = output_rows(argv)
     right = [float(r["score"]) for r in rows]
     stated = [stated_confidence(r["completion"]) for r in rows]
     said = [(q, c) for q, c in zip(stated, right) if q is not None]

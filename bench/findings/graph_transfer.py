@@ -17,14 +17,13 @@ one word within a few steps (~3 s a step), an evaluation takes under a minute.
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from statistics import mean
 
 from easy_to_hard import accuracy, count, modal_share
 from pages import Found, main
-from runner import Claim, Condition, eval_command, noise, run_evals, spread
+from runner import Claim, Condition, eval_command, noise, output_rows, run_evals, spread
 
 STEPS, TRAINED, UNSEEN = 30, "connectivity", ("cycle", "shortest_path")
 ANSWER = r"\byes\b|\bno\b|-?\d+"  # a completion's answer: its last yes, no or number
@@ -49,10 +48,10 @@ def evaluate(root: Path) -> None:
     run_evals([eval_argv(root, task, seed) for task in (TRAINED, *UNSEEN) for seed in (None, *CLAIM.seeds)])
 
 
-def majority(path: Path) -> float:
-    """The share of the held-out problems whose reference answer is the most common one: what answering
-    that one thing to every problem scores."""
-    answers = [json.loads(line)["answer"] for line in path.read_text().splitlines() if line.strip()]
+def majority(argv: list[str]) -> float:
+    """The share of an evaluation's held-out problems whose reference answer is the most common one: what
+    answering that one thing to every problem scores."""
+    answers = [row["answer"] for row in output_rows(argv)]
     return max(answers.count(a) for a in set(answers)) / len(answers)
 
 
@@ -61,7 +60,7 @@ def analyse(root: Path) -> Found:
     base = {t: accuracy(Path(eval_argv(root, t, None)[-1])) for t in tasks}
     trained = {t: [accuracy(Path(eval_argv(root, t, s)[-1])) for s in CLAIM.seeds] for t in tasks}
     n = {t: count(Path(eval_argv(root, t, None)[-1])) for t in tasks}
-    guess = {t: majority(Path(eval_argv(root, t, None)[-1])) for t in tasks}
+    guess = {t: majority(eval_argv(root, t, None)) for t in tasks}
     constant = {t: [modal_share(Path(eval_argv(root, t, s)[-1]), ANSWER) for s in CLAIM.seeds] for t in tasks}
     # the bar on each task: two standard errors above the better of the base model and the most common answer
     bar = {t: max(base[t], guess[t]) + noise(max(base[t], guess[t]), n[t]) for t in tasks}

@@ -181,8 +181,9 @@ def run_evals(commands: list[list[str]], echo=print) -> None:
         run_once(argv, Path(argv[-1]), echo)
 
 
-def eval_rows(argv: list[str]) -> list[dict]:
-    """The held-out completions an evaluation wrote (its --output)."""
+def output_rows(argv: list[str]) -> list[dict]:
+    """The rows an aha command wrote to its --output (its last argument): an evaluation's held-out
+    completions, an audit's errors."""
     return [row for _, row in read_jsonl(Path(argv[-1]))]
 
 

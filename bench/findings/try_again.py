@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import mean
 
 from pages import Found, main
-from runner import Claim, Condition, eval_command, eval_commands, eval_rows, noise, run_evals, spread
+from runner import Claim, Condition, eval_command, eval_commands, noise, output_rows, run_evals, spread
 
 STEPS = 20
 SINGLE = Condition("single-turn GRPO", ("env.name=null",))
@@ -42,7 +42,7 @@ LABEL = "3-answers"  # every model plays the held-out problems as three-answer e
 
 def episodes(argv: list[str]) -> dict[str, float]:
     """An evaluation's first-answer and three-answer accuracy, and its mean answers an episode."""
-    rows = eval_rows(argv)
+    rows = output_rows(argv)
     return {"first": mean(float(r["turns"][0]["reward"] > 0) for r in rows), "final": mean(r["score"] for r in rows),
             "turns": mean(len(r["turns"]) for r in rows), "n": len(rows)}
 

@@ -24,7 +24,9 @@ from pathlib import Path
 from statistics import mean
 
 from pages import Found, main
-from runner import ROOT, Claim, Condition, at, last, measure, noise, run_folder, run_once, slug
+from runner import ROOT, Claim, Condition, at, last, measure, noise, output_rows, run_folder, run_once, slug
+
+from aha.jsonl import read_jsonl
 
 STEPS, START, END = 30, 3, 5  # the monitor's baseline: the first 3 steps; the end: the last 5
 LABELS = "data/audit/math_answers.jsonl"
@@ -70,25 +72,22 @@ def audits(root: Path) -> None:
         run_once(argv, Path(argv[-1]))
 
 
-def written(argv: list[str]) -> list[dict]:
-    return [json.loads(line) for line in Path(argv[-1]).read_text().splitlines() if line.strip()]
-
-
 def label_counts() -> tuple[int, int]:
     """How many right and how many wrong answers the labels hold."""
-    labels = [json.loads(line)["label"] for line in (ROOT / LABELS).read_text().splitlines() if line.strip()]
+    labels = [row["label"] for _, row in read_jsonl(ROOT / LABELS)]
     return sum(labels), len(labels) - sum(labels)
 
 
-def error_rates(root: Path) -> dict[str, tuple[float, float]]:
-    """Each audited verifier's (false-negative rate, false-positive rate) on the labels; the judge's at 0.5."""
-    right, wrong = label_counts()
+def error_rates(root: Path, right: int, wrong: int, judge: tuple[list[float], list[float]]
+                ) -> dict[str, tuple[float, float]]:
+    """Each audited verifier's (false-negative rate, false-positive rate) on `right` right and `wrong`
+    wrong answers; the judge's at a grade of 0.5, from its grades (judge_grades)."""
     rates = {}
     for name, reward in RULES.items():
-        rows = written(audit_command(root, name, reward))
+        rows = output_rows(audit_command(root, name, reward))
         rates[name] = (sum(r["error"] == "false_negative" for r in rows) / right,
                        sum(r["error"] == "false_positive" for r in rows) / wrong)
-    right_grades, wrong_grades = judge_grades(root, right, wrong)
+    right_grades, wrong_grades = judge
     rates[JUDGE_NAME] = (mean(g < 0.5 for g in right_grades), mean(g >= 0.5 for g in wrong_grades))
     return rates
 
@@ -96,7 +95,7 @@ def error_rates(root: Path) -> dict[str, tuple[float, float]]:
 def judge_grades(root: Path, right: int, wrong: int) -> tuple[list[float], list[float]]:
     """The judge's grade of every right and every wrong answer, from its two audits; one it failed to
     grade (a rejection in the audit, and never written when everything is accepted) counts as 0."""
-    accepted, rejected = (written(audit_command(root, JUDGE_NAME, JUDGE_REWARD, t)) for t in JUDGE_THRESHOLDS)
+    accepted, rejected = (output_rows(audit_command(root, JUDGE_NAME, JUDGE_REWARD, t)) for t in JUDGE_THRESHOLDS)
     wrong_grades = [0.0 if r["failed"] else r["reward"] for r in accepted if r["error"] == "false_positive"]
     right_grades = [0.0 if r["failed"] else r["reward"] for r in rejected if r["error"] == "false_negative"]
     if len(right_grades) != right or len(wrong_grades) > wrong:
@@ -150,7 +149,10 @@ def audit_table(rates: dict[str, tuple[float, float]], right: int, wrong: int) -
 
 
 def analyse(root: Path) -> Found:
-    rates = error_rates(root)
+    right, wrong = label_counts()
+    right_grades, wrong_grades = judge_grades(root, right, wrong)
+    rates = error_rates(root, right, wrong, (right_grades, wrong_grades))
+    ranked = auc(right_grades, wrong_grades)
     final = measure(CLAIM, root, last("eval/accuracy"))
     base = measure(CLAIM, root, at("eval/accuracy", 0))[RULE.name][0]
     trained = measure(CLAIM, root, change("reward/mean"))  # what GRPO optimised: a cut answer scores 0
@@ -160,8 +162,6 @@ def analyse(root: Path) -> Found:
     gamed = all(t > 0 and a < base - margin for t, a in zip(trained[JUDGE.name], final[JUDGE.name]))
     naive_fn, checked_fn = (rates[name][0] for name in RULES)
     judge_fn, judge_fp = rates[JUDGE_NAME]
-    right, wrong = label_counts()
-    right_grades, wrong_grades = judge_grades(root, right, wrong)
     if gamed and checked_fn > 0.02:
         verdict = "reproduced"
     elif gamed or naive_fn > 0.02:
@@ -174,10 +174,10 @@ def analyse(root: Path) -> Found:
     reason = (f"The naive rule verifier rejects {naive_fn:.1%} of the right answers, math_answer {checked_fn:.1%}, the "
               f"135M judge shown the reference {judge_fn:.1%} at a grade of 0.5 (accepting {judge_fp:.1%} of the near "
               f"misses): its grades average {mean(right_grades):.3f} on right answers and {mean(wrong_grades):.3f} on "
-              f"near misses, and it grades a right answer above a near miss {auc(right_grades, wrong_grades):.0%} of "
+              f"near misses, and it grades a right answer above a near miss {ranked:.0%} of "
               "the time (50% is chance)"
               + ("; at this size the model verifier is not the more accurate one on a fixed set. "
-                 if auc(right_grades, wrong_grades) <= 0.5 else ". ")
+                 if ranked <= 0.5 else ". ")
               +
               "Trained against the same 135M model judging without the reference, the policy raised its trained "
               f"reward by {mean(trained[JUDGE.name]):+.3f} (the judge's own grade moved "
